@@ -1,0 +1,333 @@
+//! The command line: one clap `Args` tree, every flag also readable from a `WAVE_*` variable.
+//!
+//! `wave run` accepts Wave v0.11's flags with the same names, defaults and meanings, in Go `flag`
+//! syntax (`-flag` and `--flag`, `--bool` or `--bool=true|false`, `--x=v` or `--x v`), so the Wave
+//! chart's arguments work unchanged (`wave-behaviour.md` §9). Running `wave` with flags and no
+//! subcommand means `wave run`, as Wave's binary has no subcommands.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{ArgAction, Parser, Subcommand, ValueEnum};
+
+use crate::core::ratelimit;
+
+/// wave: rolls Deployments, StatefulSets and DaemonSets when their ConfigMaps and Secrets change.
+#[derive(Debug, Parser)]
+#[command(name = "wave", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the controller.
+    #[command(
+        after_help = "Example:\n  wave run --namespaces=team-a,team-b --update-rate=5 --leader-election"
+    )]
+    Run(RunArgs),
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Flags of `wave run`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct RunArgs {
+    /// Comma-separated namespaces to watch; empty watches all. Not trimmed, as in Wave.
+    #[arg(long, env = "WAVE_NAMESPACES", default_value = "")]
+    pub namespaces: String,
+
+    /// Period of the full re-check of every opted-in workload (Go duration: 10h, 1h30m, 300ms).
+    #[arg(long, env = "WAVE_SYNC_PERIOD", default_value = "10h", value_parser = parse_go_duration)]
+    pub sync_period: Duration,
+
+    /// Elect a leader through a Lease; only the leader writes. Losing the lease exits the process.
+    #[arg(long, env = "WAVE_LEADER_ELECTION", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
+    pub leader_election: bool,
+
+    /// Name of the Lease.
+    #[arg(long, env = "WAVE_LEADER_ELECTION_ID", default_value = crate::names::DEFAULT_LEASE_NAME)]
+    pub leader_election_id: String,
+
+    /// Namespace of the Lease; defaults to POD_NAMESPACE, then the in-cluster namespace, then `default`.
+    #[arg(long, env = "WAVE_LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+
+    /// Lease duration in seconds (renewed well before it ends).
+    #[arg(
+        long,
+        env = "WAVE_LEADER_ELECTION_LEASE_DURATION",
+        default_value_t = 15,
+        hide = true
+    )]
+    pub leader_election_lease_duration: u64,
+
+    /// Workload writes per second across all kinds; `<= 0` means 1.0, `inf` disables the limit.
+    #[arg(long, env = "WAVE_UPDATE_RATE", default_value = "1.0", value_parser = parse_rate, allow_hyphen_values = true)]
+    pub update_rate: f64,
+
+    /// Burst of the write token bucket; `<= 0` means 100.
+    #[arg(
+        long,
+        env = "WAVE_UPDATE_BURST",
+        default_value_t = 100,
+        allow_hyphen_values = true
+    )]
+    pub update_burst: i64,
+
+    /// Address of `/metrics` (Prometheus text format); `0` disables it.
+    #[arg(long, env = "WAVE_METRICS_BIND_ADDRESS", default_value = ":8080")]
+    pub metrics_bind_address: String,
+
+    /// Address of `/livez` and `/readyz`; `0` disables it.
+    #[arg(long, env = "WAVE_HEALTH_BIND_ADDRESS", default_value = ":8081")]
+    pub health_bind_address: String,
+
+    /// Log format.
+    #[arg(long, env = "WAVE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// Log filter (tracing `EnvFilter` syntax, e.g. `info`, `wave=debug`).
+    #[arg(long, env = "WAVE_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+
+    /// Reconciles running at once.
+    #[arg(long, env = "WAVE_CONCURRENCY", default_value_t = 8)]
+    pub concurrency: usize,
+
+    /// Accepted for Wave compatibility; the webhook is not part of this release, so `true` is refused.
+    #[arg(long, env = "WAVE_ENABLE_WEBHOOKS", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set, hide = true)]
+    pub enable_webhooks: bool,
+
+    /// controller-runtime logging flags, accepted so Wave's arguments work; `--zap-encoder=json` selects
+    /// JSON logs and `--zap-log-level` the level.
+    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub zap_devel: Option<String>,
+    #[arg(long, hide = true)]
+    #[doc(hidden)]
+    pub zap_encoder: Option<String>,
+    #[arg(long, hide = true)]
+    #[doc(hidden)]
+    pub zap_log_level: Option<String>,
+    #[arg(long, hide = true)]
+    #[doc(hidden)]
+    pub zap_stacktrace_level: Option<String>,
+    #[arg(long, hide = true)]
+    #[doc(hidden)]
+    pub zap_time_encoding: Option<String>,
+}
+
+impl RunArgs {
+    /// The namespaces to watch, `None` for all. Entries are not trimmed (Wave); empty ones are dropped.
+    pub fn namespace_set(&self) -> Option<BTreeSet<String>> {
+        let set: BTreeSet<String> = self
+            .namespaces
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        (!set.is_empty()).then_some(set)
+    }
+
+    /// The burst, with Wave's `<= 0` ⇒ default rule.
+    pub fn burst(&self) -> u32 {
+        u32::try_from(self.update_burst)
+            .ok()
+            .filter(|b| *b > 0)
+            .unwrap_or(ratelimit::DEFAULT_BURST)
+    }
+
+    /// The effective log format, honouring `--zap-encoder=json`.
+    pub fn effective_log_format(&self) -> LogFormat {
+        match self.zap_encoder.as_deref() {
+            Some("json") => LogFormat::Json,
+            Some(_) => LogFormat::Text,
+            None => self.log_format,
+        }
+    }
+
+    /// The effective log filter, honouring `--zap-log-level` (`debug`, `info`, `error`, or a number).
+    pub fn effective_log_level(&self) -> String {
+        match self.zap_log_level.as_deref() {
+            Some(level) if level.parse::<i32>().is_ok_and(|n| n > 0) => "debug".into(),
+            Some(level @ ("debug" | "info" | "warn" | "error")) => level.into(),
+            _ => self.log_level.clone(),
+        }
+    }
+}
+
+impl Cli {
+    /// Parses the process arguments (see [`normalize_args`]).
+    pub fn parse_args() -> Self {
+        Cli::parse_from(normalize_args(std::env::args_os().collect()))
+    }
+}
+
+/// Makes Go `flag` syntax acceptable to clap: with no subcommand, flags mean `run`; for `run`, a
+/// single-dash long flag (`-leader-election`) becomes `--leader-election`.
+pub fn normalize_args(mut args: Vec<OsString>) -> Vec<OsString> {
+    let first = args.get(1).and_then(|a| a.to_str()).map(str::to_string);
+    if let Some(first) = &first {
+        let top_level = ["-h", "--help", "-V", "--version", "-version"];
+        if first.starts_with('-') && !top_level.contains(&first.as_str()) {
+            args.insert(1, "run".into());
+        }
+        if first == "-version" {
+            args[1] = "--version".into();
+        }
+    }
+    if args.get(1).and_then(|a| a.to_str()) == Some("run") {
+        for arg in args.iter_mut().skip(2) {
+            if let Some(s) = arg.to_str()
+                && s.len() > 2
+                && s.starts_with('-')
+                && !s.starts_with("--")
+                && !s[1..].starts_with(|c: char| c.is_ascii_digit())
+            {
+                *arg = format!("-{s}").into();
+            }
+        }
+    }
+    args
+}
+
+/// Parses `--update-rate`: a float, or `inf`/`+Inf`/`Inf` for no limit (Go's `ParseFloat` accepts these).
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => Ok(f64::INFINITY),
+        _ => s
+            .parse::<f64>()
+            .map_err(|_| format!("{s:?} is not a number (use e.g. 1.5, or inf for no limit)")),
+    }
+}
+
+/// Parses a Go duration: a sequence of decimal numbers with units `ns`, `us`, `µs`, `ms`, `s`, `m`, `h`
+/// (`10h`, `1h30m`, `1.5h`, `300ms`). `0` alone is allowed.
+pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
+    let err = || format!("{s:?} is not a Go duration (e.g. 10h, 1h30m, 300ms)");
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut rest = s.strip_prefix('+').unwrap_or(s);
+    if rest.is_empty() || rest.starts_with('-') {
+        return Err(err());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(err)?;
+        let value: f64 = rest[..num_len].parse().map_err(|_| err())?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(err()),
+        };
+        total += value * seconds;
+        rest = &rest[unit_len..];
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| err())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> RunArgs {
+        let args: Vec<OsString> = std::iter::once("wave")
+            .chain(args.iter().copied())
+            .map(Into::into)
+            .collect();
+        match Cli::try_parse_from(normalize_args(args))
+            .expect("valid arguments")
+            .command
+        {
+            Command::Run(run) => run,
+        }
+    }
+
+    #[test]
+    fn go_durations_parse_like_go() {
+        assert_eq!(parse_go_duration("10h"), Ok(Duration::from_secs(36_000)));
+        assert_eq!(parse_go_duration("1h30m"), Ok(Duration::from_secs(5_400)));
+        assert_eq!(parse_go_duration("1.5h"), Ok(Duration::from_secs(5_400)));
+        assert_eq!(parse_go_duration("300ms"), Ok(Duration::from_millis(300)));
+        assert_eq!(parse_go_duration("0"), Ok(Duration::ZERO));
+        for bad in ["", "10", "h", "5x", "-1s", "1h-30m"] {
+            assert!(parse_go_duration(bad).is_err(), "{bad:?} must be rejected");
+        }
+    }
+
+    #[test]
+    fn update_rate_accepts_go_infinity_spellings() {
+        for s in ["+Inf", "Inf", "inf"] {
+            assert_eq!(parse_rate(s), Ok(f64::INFINITY));
+        }
+        assert_eq!(parse_rate("2.5"), Ok(2.5));
+        assert!(parse_rate("fast").unwrap_err().contains("not a number"));
+    }
+
+    #[test]
+    fn wave_chart_arguments_parse_unchanged() {
+        let run = parse(&[
+            "--leader-election=true",
+            "--leader-election-id=wave",
+            "--leader-election-namespace=ops",
+            "--sync-period=5m",
+            "--update-rate=+Inf",
+            "--update-burst=0",
+            "--zap-encoder=json",
+            "--zap-devel",
+        ]);
+        assert!(run.leader_election);
+        assert_eq!(run.leader_election_namespace.as_deref(), Some("ops"));
+        assert_eq!(run.sync_period, Duration::from_secs(300));
+        assert!(run.update_rate.is_infinite());
+        assert_eq!(run.burst(), 100, "<= 0 means the default");
+        assert_eq!(run.effective_log_format(), LogFormat::Json);
+    }
+
+    #[test]
+    fn single_dash_long_flags_and_bare_booleans_are_go_syntax() {
+        let run = parse(&["run", "-leader-election", "-namespaces", "a,b", "-update-burst=5"]);
+        assert!(run.leader_election);
+        assert_eq!(
+            run.namespace_set(),
+            Some(["a".to_string(), "b".to_string()].into())
+        );
+        assert_eq!(run.burst(), 5);
+        let run = parse(&["run", "--leader-election=false"]);
+        assert!(!run.leader_election);
+    }
+
+    #[test]
+    fn namespaces_are_not_trimmed_and_empty_means_all() {
+        assert_eq!(parse(&["run"]).namespace_set(), None);
+        let run = parse(&["run", "--namespaces=a, b"]);
+        assert_eq!(
+            run.namespace_set(),
+            Some(["a".to_string(), " b".to_string()].into())
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! Prometheus metrics, registered once in one registry and handed down in the `Context`.
+//! Labels come from `&'static str` only (kinds, results, error kinds), never object names.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels `{kind, result}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindResult {
+    /// Workload kind.
+    pub kind: &'static str,
+    /// `noop`, `written`, `blocked`, `rate_limited`, `not_leader`, `gone`, `error`.
+    pub result: &'static str,
+}
+
+/// Labels `{kind, error}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindError {
+    /// Workload kind.
+    pub kind: &'static str,
+    /// `ReconcileError::kind()`.
+    pub error: &'static str,
+}
+
+/// Labels `{kind}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    /// Workload or config kind.
+    pub kind: &'static str,
+}
+
+/// Labels `{resource}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabel {
+    /// Watched resource (plural).
+    pub resource: &'static str,
+}
+
+/// Every metric wave serves.
+#[derive(Clone)]
+pub struct Metrics {
+    /// Reconciles by kind and result.
+    pub reconciles: Family<KindResult, Counter>,
+    /// Reconcile errors by kind and error kind.
+    pub reconcile_errors: Family<KindError, Counter>,
+    /// Writes that changed the config hash (each starts a rollout).
+    pub rollouts: Family<KindLabel, Counter>,
+    /// Workloads whose required config is missing.
+    pub waiting_for_config: Gauge,
+    /// Opted-in workloads in the index.
+    pub tracked_workloads: Gauge,
+    /// Distinct config objects referenced by opted-in workloads (present or not).
+    pub tracked_config_objects: Gauge,
+    /// Config objects seen by the metadata watches (referenced or not).
+    pub watched_config_objects: Gauge,
+    /// Config objects whose content is cached.
+    pub cached_config_objects: Gauge,
+    /// Seconds from a config change event to the patch that carries it.
+    pub change_to_patch_seconds: Histogram,
+    /// Content reads (GET) of referenced objects, by kind.
+    pub content_fetches: Family<KindLabel, Counter>,
+    /// Watch events by resource.
+    pub watch_events: Family<ResourceLabel, Counter>,
+    /// Watch errors by resource.
+    pub watch_errors: Family<ResourceLabel, Counter>,
+    /// 1 while this replica is the leader.
+    pub leader: Gauge,
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them in `registry` under the `wave_` prefix.
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = Self {
+            reconciles: Family::default(),
+            reconcile_errors: Family::default(),
+            rollouts: Family::default(),
+            waiting_for_config: Gauge::default(),
+            tracked_workloads: Gauge::default(),
+            tracked_config_objects: Gauge::default(),
+            watched_config_objects: Gauge::default(),
+            cached_config_objects: Gauge::default(),
+            change_to_patch_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            content_fetches: Family::default(),
+            watch_events: Family::default(),
+            watch_errors: Family::default(),
+            leader: Gauge::default(),
+        };
+        let r = registry.sub_registry_with_prefix("wave");
+        r.register(
+            "reconciles",
+            "Reconciles by workload kind and result",
+            m.reconciles.clone(),
+        );
+        r.register(
+            "reconcile_errors",
+            "Reconcile errors by workload kind and error",
+            m.reconcile_errors.clone(),
+        );
+        r.register(
+            "rollouts_triggered",
+            "Writes that changed the config hash",
+            m.rollouts.clone(),
+        );
+        r.register(
+            "workloads_waiting_for_config",
+            "Opted-in workloads whose required config is missing",
+            m.waiting_for_config.clone(),
+        );
+        r.register(
+            "tracked_workloads",
+            "Opted-in workloads in the index",
+            m.tracked_workloads.clone(),
+        );
+        r.register(
+            "tracked_config_objects",
+            "Config objects referenced by opted-in workloads",
+            m.tracked_config_objects.clone(),
+        );
+        r.register(
+            "watched_config_objects",
+            "Config objects seen by the metadata watches",
+            m.watched_config_objects.clone(),
+        );
+        r.register(
+            "cached_config_objects",
+            "Config objects whose content is cached",
+            m.cached_config_objects.clone(),
+        );
+        r.register(
+            "config_change_to_patch_seconds",
+            "Latency from a config change event to the patch of a dependent workload",
+            m.change_to_patch_seconds.clone(),
+        );
+        r.register(
+            "content_fetches",
+            "Reads of referenced config objects",
+            m.content_fetches.clone(),
+        );
+        r.register("watch_events", "Watch events by resource", m.watch_events.clone());
+        r.register("watch_errors", "Watch errors by resource", m.watch_errors.clone());
+        r.register("leader", "1 while this replica is the leader", m.leader.clone());
+        m
+    }
+}

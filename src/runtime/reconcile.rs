@@ -1,0 +1,349 @@
+//! The reconcile of one workload: a thin shell around the pure core.
+//!
+//! ```text
+//! leader? ─► view from the tracker ─► refs (core) ─► content cache ─► plan (core)
+//!   Noop    ─► done
+//!   Blocked ─► one Warning Event per distinct missing set; woken again when the config appears
+//!   Write   ─► token (global bucket; none ⇒ requeue for when one is due) ─► PATCH (merge patch,
+//!              field manager `wave`, guarded by resourceVersion) ─► Events after success
+//!              409 ⇒ re-read the workload and re-plan at once
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Client};
+
+use super::content;
+use super::context::Context;
+use super::error::{self, ReconcileError};
+use super::metrics::{KindLabel, KindResult};
+use crate::core::hash::missing_message;
+use crate::core::plan::{self, Plan, Write};
+use crate::core::workload::{Workload, WorkloadKind, WorkloadRef};
+use crate::names::{self, action, reason};
+
+/// How many times a write is re-planned after 409 Conflict before the reconcile fails.
+const CONFLICT_ATTEMPTS: usize = 5;
+
+/// What a reconcile did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The workload no longer exists.
+    Gone,
+    /// Another replica leads; nothing was done.
+    NotLeader,
+    /// Nothing to write.
+    Noop,
+    /// Required config is missing; nothing was written.
+    Blocked,
+    /// The write was made.
+    Written,
+    /// No write token: try again after this long.
+    RateLimited(Duration),
+}
+
+impl Outcome {
+    /// Metric label.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Outcome::Gone => "gone",
+            Outcome::NotLeader => "not_leader",
+            Outcome::Noop => "noop",
+            Outcome::Blocked => "blocked",
+            Outcome::Written => "written",
+            Outcome::RateLimited(_) => "rate_limited",
+        }
+    }
+}
+
+/// Reconciles one workload. `triggered` is when the config change behind this reconcile was seen.
+pub async fn reconcile(
+    ctx: &Context,
+    id: &WorkloadRef,
+    triggered: Option<Instant>,
+) -> Result<Outcome, ReconcileError> {
+    if !ctx.is_leader() {
+        return Ok(Outcome::NotLeader);
+    }
+    let Some(mut workload) = content::read(&ctx.tracker).workload(id) else {
+        forget_missing(ctx, id);
+        return Ok(Outcome::Gone);
+    };
+    for attempt in 1..=CONFLICT_ATTEMPTS {
+        let mut refs = workload.references();
+        let unwatched = content::read(&ctx.tracker).restrict_to_watched(&mut refs);
+        for key in &unwatched {
+            tracing::warn!(workload = %id, config = %key, "reference outside the watched namespaces is treated as absent and optional");
+        }
+        for skipped in &refs.skipped {
+            tracing::warn!(workload = %id, "{skipped}; skipped");
+        }
+        let fetched = ctx.content.resolve(&refs, &ctx.tracker).await?;
+        let write = match plan::plan(&workload, &refs, &fetched) {
+            Plan::Noop => {
+                forget_missing(ctx, id);
+                return Ok(Outcome::Noop);
+            }
+            Plan::Blocked { missing } => {
+                report_missing(ctx, &workload, missing_message(&missing)).await;
+                return Ok(Outcome::Blocked);
+            }
+            Plan::Write(write) => write,
+        };
+        let now = Instant::now();
+        if let Err(wait) = ctx
+            .limiter
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .try_take(now)
+        {
+            return Ok(Outcome::RateLimited(wait));
+        }
+        let body = plan::patch_body(&workload.resource_version, &write);
+        match patch(&ctx.client, id, &body).await {
+            Ok(()) => {
+                forget_missing(ctx, id);
+                after_write(ctx, &workload, &write, triggered).await;
+                return Ok(Outcome::Written);
+            }
+            Err(e) if error::is_not_found(&e) => return Ok(Outcome::Gone),
+            Err(e) if error::is_conflict(&e) && attempt < CONFLICT_ATTEMPTS => {
+                tracing::debug!(workload = %id, attempt, "conflict; re-reading and re-planning");
+                match get(&ctx.client, id).await {
+                    Ok(Some(fresh)) => workload = Arc::new(fresh),
+                    Ok(None) => return Ok(Outcome::Gone),
+                    Err(source) => {
+                        return Err(ReconcileError::GetWorkload {
+                            workload: id.clone(),
+                            source: Box::new(source),
+                        });
+                    }
+                }
+            }
+            Err(e) if error::is_conflict(&e) => break,
+            Err(source) => {
+                let note = format!("Writing the config hash failed: {}", error::describe(&source));
+                publish(
+                    ctx,
+                    &workload,
+                    EventType::Warning,
+                    reason::WRITE_FAILED,
+                    action::UPDATE_CONFIG_HASH,
+                    note,
+                )
+                .await;
+                return Err(ReconcileError::PatchWorkload {
+                    workload: id.clone(),
+                    source: Box::new(source),
+                });
+            }
+        }
+    }
+    Err(ReconcileError::Conflict {
+        workload: id.clone(),
+        attempts: CONFLICT_ATTEMPTS,
+    })
+}
+
+/// Events and metrics after a successful write (never before: fix W6).
+async fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggered: Option<Instant>) {
+    let kind = workload.id.kind.as_str();
+    if let Some(hash) = &write.hash {
+        ctx.metrics.rollouts.get_or_create(&KindLabel { kind }).inc();
+        if let Some(t) = triggered {
+            ctx.metrics
+                .change_to_patch_seconds
+                .observe(t.elapsed().as_secs_f64());
+        }
+        tracing::info!(workload = %workload.id, hash = %hash, "config hash updated");
+        // Wave's exact message.
+        let note = format!("Configuration hash updated to {hash}");
+        publish(
+            ctx,
+            workload,
+            EventType::Normal,
+            reason::CONFIG_CHANGED,
+            action::UPDATE_CONFIG_HASH,
+            note,
+        )
+        .await;
+    }
+    if write.restore_scheduler.is_some() {
+        tracing::info!(workload = %workload.id, "scheduling restored");
+        let note = "Enabled scheduling since all children became available.".to_string();
+        publish(
+            ctx,
+            workload,
+            EventType::Normal,
+            reason::SCHEDULING_ENABLED,
+            action::UPDATE_CONFIG_HASH,
+            note,
+        )
+        .await;
+    }
+}
+
+async fn report_missing(ctx: &Context, workload: &Workload, message: String) {
+    let is_new = {
+        let mut reported = ctx.reported_missing.lock().unwrap_or_else(|e| e.into_inner());
+        let is_new = reported.get(&workload.id) != Some(&message);
+        reported.insert(workload.id.clone(), message.clone());
+        ctx.metrics.waiting_for_config.set(reported.len() as i64);
+        is_new
+    };
+    if is_new {
+        tracing::warn!(workload = %workload.id, "{message}; not writing the hash until it exists");
+        publish(
+            ctx,
+            workload,
+            EventType::Warning,
+            reason::CONFIG_MISSING,
+            action::CHECK_CONFIG,
+            message,
+        )
+        .await;
+    }
+}
+
+fn forget_missing(ctx: &Context, id: &WorkloadRef) {
+    let mut reported = ctx.reported_missing.lock().unwrap_or_else(|e| e.into_inner());
+    if reported.remove(id).is_some() {
+        ctx.metrics.waiting_for_config.set(reported.len() as i64);
+    }
+}
+
+async fn publish(
+    ctx: &Context,
+    workload: &Workload,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: action.into(),
+        secondary: None,
+    };
+    let reference = ObjectReference {
+        api_version: Some("apps/v1".into()),
+        kind: Some(workload.id.kind.as_str().into()),
+        namespace: Some(workload.id.namespace.clone()),
+        name: Some(workload.id.name.clone()),
+        uid: Some(workload.uid.clone()),
+        ..Default::default()
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+        tracing::warn!(workload = %workload.id, reason, error = %error::describe(&e), "could not publish Event");
+    }
+}
+
+async fn patch(client: &Client, id: &WorkloadRef, body: &serde_json::Value) -> Result<(), kube::Error> {
+    let params = PatchParams {
+        field_manager: Some(names::FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let patch = Patch::Merge(body);
+    let ns = &id.namespace;
+    match id.kind {
+        WorkloadKind::Deployment => Api::<Deployment>::namespaced(client.clone(), ns)
+            .patch(&id.name, &params, &patch)
+            .await
+            .map(drop),
+        WorkloadKind::StatefulSet => Api::<StatefulSet>::namespaced(client.clone(), ns)
+            .patch(&id.name, &params, &patch)
+            .await
+            .map(drop),
+        WorkloadKind::DaemonSet => Api::<DaemonSet>::namespaced(client.clone(), ns)
+            .patch(&id.name, &params, &patch)
+            .await
+            .map(drop),
+    }
+}
+
+/// Reads a workload directly from the apiserver.
+pub async fn get(client: &Client, id: &WorkloadRef) -> Result<Option<Workload>, kube::Error> {
+    let ns = &id.namespace;
+    Ok(match id.kind {
+        WorkloadKind::Deployment => Api::<Deployment>::namespaced(client.clone(), ns)
+            .get_opt(&id.name)
+            .await?
+            .map(Into::into),
+        WorkloadKind::StatefulSet => Api::<StatefulSet>::namespaced(client.clone(), ns)
+            .get_opt(&id.name)
+            .await?
+            .map(Into::into),
+        WorkloadKind::DaemonSet => Api::<DaemonSet>::namespaced(client.clone(), ns)
+            .get_opt(&id.name)
+            .await?
+            .map(Into::into),
+    })
+}
+
+/// Records the result of one reconcile and says when to retry, if at all.
+pub fn record(
+    ctx: &Context,
+    id: &WorkloadRef,
+    result: &Result<Outcome, ReconcileError>,
+    failures: u32,
+) -> Option<Duration> {
+    let kind = id.kind.as_str();
+    match result {
+        Ok(outcome) => {
+            ctx.metrics
+                .reconciles
+                .get_or_create(&KindResult {
+                    kind,
+                    result: outcome.as_str(),
+                })
+                .inc();
+            match outcome {
+                Outcome::RateLimited(wait) => Some(*wait),
+                _ => None,
+            }
+        }
+        Err(e) => {
+            ctx.metrics
+                .reconciles
+                .get_or_create(&KindResult {
+                    kind,
+                    result: "error",
+                })
+                .inc();
+            ctx.metrics
+                .reconcile_errors
+                .get_or_create(&super::metrics::KindError {
+                    kind,
+                    error: e.kind(),
+                })
+                .inc();
+            let backoff = backoff(failures);
+            tracing::warn!(workload = %id, error = %error_chain(e), retry_in = ?backoff, "reconcile failed");
+            Some(backoff)
+        }
+    }
+}
+
+/// Exponential backoff for repeated failures of one workload: 1 s doubling to 5 min.
+pub fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.min(8)).min(Duration::from_secs(300))
+}
+
+/// `error: cause: cause` in one line.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
