@@ -1,1 +1,282 @@
-//! stub
+//! Test support: one real control plane (`hack/testenv`) per test binary, started lazily, and helpers
+//! to use it (a client, a fresh namespace per test, condition waits with timeouts, kwok tolerations).
+//!
+//! ```text
+//! test binary ──stdin pipe──► supervisor (own process group)
+//!                               hack/testenv up DIR   → prints "up"
+//!                               read stdin until EOF  ← the test binary exits, however it exits
+//!                               hack/testenv down DIR → stops exactly the PIDs in DIR/pids
+//! ```
+//!
+//! The supervisor is what makes teardown reliable: statics are never dropped, and a panicking,
+//! interrupted or SIGKILLed test binary cannot run cleanup code, but its pipe always closes.
+//! Set `TESTENV_DIR` to the directory of a cluster started with `make cluster` to reuse it instead.
+
+use std::future::Future;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, PodSpec, Toleration};
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+/// A running control plane.
+pub struct Cluster {
+    dir: PathBuf,
+    bin: PathBuf,
+    /// Held open for the life of the process; its close tells the supervisor to tear down.
+    _supervisor: Option<Mutex<(Child, ChildStdin)>>,
+}
+
+static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("testenv/ has a parent")
+        .to_path_buf()
+}
+
+/// The control plane of this test binary, started on first use.
+pub fn cluster() -> &'static Cluster {
+    CLUSTER.get_or_init(|| match std::env::var_os("TESTENV_DIR") {
+        Some(dir) => Cluster::existing(PathBuf::from(dir)),
+        None => Cluster::start(),
+    })
+}
+
+fn read_env(dir: &Path, key: &str) -> Option<String> {
+    let env = std::fs::read_to_string(dir.join("env")).ok()?;
+    env.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_string))
+}
+
+impl Cluster {
+    fn existing(dir: PathBuf) -> Self {
+        let bin = read_env(&dir, "TESTENV_BIN").unwrap_or_else(|| {
+            panic!(
+                "TESTENV_DIR={} holds no running cluster (no env file)",
+                dir.display()
+            )
+        });
+        Self {
+            dir,
+            bin: bin.into(),
+            _supervisor: None,
+        }
+    }
+
+    fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!("wave-testenv-{}", std::process::id()));
+        let script = repo_root().join("hack/testenv");
+        let mut child = std::os::unix::process::CommandExt::process_group(
+            Command::new("sh")
+                .arg("-c")
+                .arg(r#""$0" up "$1" >&2 && echo up || echo failed; cat >/dev/null; exec "$0" down "$1""#)
+                .arg(&script)
+                .arg(&dir)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit()),
+            0,
+        )
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        let stdin = child.stdin.take().expect("piped stdin");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped stdout"))
+            .read_line(&mut line)
+            .expect("reading the supervisor's status");
+        assert_eq!(
+            line.trim(),
+            "up",
+            "hack/testenv up {} failed; its output is above",
+            dir.display()
+        );
+        let bin = read_env(&dir, "TESTENV_BIN").expect("the env file written by up");
+        Self {
+            dir,
+            bin: bin.into(),
+            _supervisor: Some(Mutex::new((child, stdin))),
+        }
+    }
+
+    /// The run directory (logs in `logs/`, PIDs in `pids`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The cluster-admin kubeconfig.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+
+    /// Path of a testenv binary (`kubectl`, `kube-apiserver`, …).
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.bin.join(name)
+    }
+
+    /// `kubectl` with the admin kubeconfig.
+    pub fn kubectl(&self) -> Command {
+        let mut c = Command::new(self.bin("kubectl"));
+        c.arg("--kubeconfig").arg(self.kubeconfig());
+        c
+    }
+
+    /// A client authenticated as cluster-admin.
+    pub async fn client(&self) -> Client {
+        client_for(&self.kubeconfig()).await
+    }
+
+    /// Issues a client certificate for `user` (in `group`, if any) and returns its kubeconfig.
+    pub fn user_kubeconfig(&self, user: &str, group: Option<&str>) -> PathBuf {
+        let mut c = Command::new(repo_root().join("hack/testenv"));
+        c.arg("user").arg(&self.dir).arg(user);
+        if let Some(g) = group {
+            c.arg(g);
+        }
+        let out = c.output().expect("hack/testenv user");
+        assert!(
+            out.status.success(),
+            "hack/testenv user failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    }
+
+    /// The recorded `(component, pid)` pairs.
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        std::fs::read_to_string(self.dir.join("pids"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let (name, pid) = l.split_once(' ')?;
+                Some((name.to_string(), pid.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// `Err` with the log tail of every component that is no longer running.
+    pub fn health(&self) -> Result<(), String> {
+        let dead: Vec<String> = self
+            .pids()
+            .into_iter()
+            .filter(|(_, pid)| !is_alive(*pid))
+            .map(|(name, _)| {
+                let log = std::fs::read_to_string(self.dir.join("logs").join(format!("{name}.log")))
+                    .unwrap_or_default();
+                let tail: Vec<&str> = log
+                    .lines()
+                    .rev()
+                    .take(20)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                format!(
+                    "{name} is not running; last lines of its log:\n{}",
+                    tail.join("\n")
+                )
+            })
+            .collect();
+        if dead.is_empty() {
+            Ok(())
+        } else {
+            Err(dead.join("\n\n"))
+        }
+    }
+}
+
+/// A client for a kubeconfig file.
+pub async fn client_for(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).expect("readable kubeconfig");
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("valid kubeconfig");
+    Client::try_from(config).expect("client")
+}
+
+/// Whether `pid` runs (exists and is not a zombie; `kill -0` succeeds on zombies).
+pub fn is_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .is_some_and(|zombie| !zombie)
+}
+
+/// Creates a namespace with a unique name starting with `prefix`.
+pub async fn namespace(client: &Client, prefix: &str) -> String {
+    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("{prefix}-{}-{n}", std::process::id());
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("namespace");
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+    name
+}
+
+/// Polls `check` every 50 ms until it returns `Some`, for at most `timeout`. On timeout it panics with
+/// `what`, and with the log tails of any control-plane component that died.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if Instant::now() >= deadline {
+            let health = CLUSTER.get().map(Cluster::health).unwrap_or(Ok(()));
+            match health {
+                Ok(()) => panic!("timed out after {timeout:?} waiting for {what}"),
+                Err(dead) => panic!("timed out after {timeout:?} waiting for {what}\n{dead}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Adds the toleration for kwok's fake nodes, without which test pods are never scheduled.
+pub fn tolerate_kwok(spec: &mut PodSpec) {
+    let t: Toleration = serde_json::from_value(serde_json::json!(
+        {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}))
+    .expect("toleration");
+    spec.tolerations.get_or_insert_with(Vec::new).push(t);
+}
+
+/// A plain HTTP/1.0 GET on 127.0.0.1 (admin endpoints): `(status, body)`, or `None` if nothing answers.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut response = String::new();
+    s.read_to_string(&mut response).ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+/// A free TCP port on 127.0.0.1 (released before returning; racy by nature).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
