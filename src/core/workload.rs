@@ -100,8 +100,8 @@ pub struct Workload {
     pub generation: i64,
     /// `metadata.annotations` (opt-in, `extra-*`, Wave's scheduling gate).
     pub annotations: BTreeMap<String, String>,
-    /// `spec.template`.
-    pub template: PodTemplateSpec,
+    /// `spec.template` (boxed: it is most of the size, and views move through channels).
+    pub template: Box<PodTemplateSpec>,
 }
 
 impl Workload {
@@ -116,7 +116,7 @@ impl Workload {
             resource_version: meta.resource_version.unwrap_or_default(),
             generation: meta.generation.unwrap_or_default(),
             annotations: meta.annotations.unwrap_or_default(),
-            template: template.unwrap_or_default(),
+            template: Box::new(template.unwrap_or_default()),
         }
     }
 
@@ -200,7 +200,9 @@ pub(crate) mod testing {
             resource_version: "1".into(),
             generation: 1,
             annotations: all,
-            template: serde_json::from_value(serde_json::json!({ "spec": spec })).expect("pod spec"),
+            template: Box::new(
+                serde_json::from_value(serde_json::json!({ "spec": spec })).expect("pod spec"),
+            ),
         }
     }
 }

@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
 use super::content::{self, ContentCache};
 use super::context::Context;
 use super::error::RunError;
+use super::events::EventPublisher;
 use super::metrics::Metrics;
 use super::workqueue::WorkQueue;
 use super::{admin, lease, reconcile, telemetry, watch};
@@ -31,7 +31,6 @@ use crate::cli::RunArgs;
 use crate::core::ratelimit::TokenBucket;
 use crate::core::tracker::{Change, Tracker};
 use crate::core::workload::WorkloadRef;
-use crate::names;
 
 /// Runs the controller until SIGTERM/SIGINT (Ok) or until the lease is lost (Err).
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
@@ -58,13 +57,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         content: ContentCache::new(client.clone(), metrics.clone()),
         queue: WorkQueue::new(),
         limiter: Mutex::new(TokenBucket::new(args.update_rate, args.burst())),
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: names::CONTROLLER_NAME.into(),
-                instance: Some(identity.clone()),
-            },
-        ),
+        events: EventPublisher::new(client.clone(), identity.clone()),
         metrics: metrics.clone(),
         watch_health: Arc::default(),
         leader: AtomicBool::new(!args.leader_election),
@@ -149,6 +142,9 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
                 workloads = fx.enqueue.len(),
                 "every watch has listed; checking every opted-in workload"
             );
+        }
+        if fx.config_triggered {
+            ctx.metrics.config_triggers.inc_by(fx.enqueue.len() as u64);
         }
         let triggered = fx.config_triggered.then_some(seen);
         for id in fx.enqueue {

@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use kube::Client;
-use kube::runtime::events::Recorder;
 
 use super::content::ContentCache;
+use super::events::EventPublisher;
 use super::metrics::Metrics;
 use super::watch::WatchHealth;
 use super::workqueue::WorkQueue;
@@ -27,8 +27,8 @@ pub struct Context {
     pub queue: Arc<WorkQueue<WorkloadRef>>,
     /// The one process-wide write bucket.
     pub limiter: Mutex<TokenBucket>,
-    /// The one Event recorder (its aggregation cache only works if shared).
-    pub recorder: Recorder,
+    /// Events about workloads.
+    pub events: EventPublisher,
     /// Metrics.
     pub metrics: Metrics,
     /// Watch errors, for `/readyz`.

@@ -61,6 +61,8 @@ pub struct Metrics {
     pub cached_config_objects: Gauge,
     /// Seconds from a config change event to the patch that carries it.
     pub change_to_patch_seconds: Histogram,
+    /// Workload wake-ups caused by config object changes.
+    pub config_triggers: Counter,
     /// Content reads (GET) of referenced objects, by kind.
     pub content_fetches: Family<KindLabel, Counter>,
     /// Watch events by resource.
@@ -84,6 +86,7 @@ impl Metrics {
             watched_config_objects: Gauge::default(),
             cached_config_objects: Gauge::default(),
             change_to_patch_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            config_triggers: Counter::default(),
             content_fetches: Family::default(),
             watch_events: Family::default(),
             watch_errors: Family::default(),
@@ -134,6 +137,11 @@ impl Metrics {
             "config_change_to_patch_seconds",
             "Latency from a config change event to the patch of a dependent workload",
             m.change_to_patch_seconds.clone(),
+        );
+        r.register(
+            "config_triggers",
+            "Workload wake-ups caused by config object changes",
+            m.config_triggers.clone(),
         );
         r.register(
             "content_fetches",

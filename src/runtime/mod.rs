@@ -6,6 +6,7 @@ pub mod app;
 pub mod content;
 pub mod context;
 pub mod error;
+pub mod events;
 pub mod lease;
 pub mod metrics;
 pub mod reconcile;

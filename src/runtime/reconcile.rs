@@ -13,14 +13,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client};
 
 use super::content;
 use super::context::Context;
 use super::error::{self, ReconcileError};
+use super::events::EventType;
 use super::metrics::{KindLabel, KindResult};
 use crate::core::hash::missing_message;
 use crate::core::plan::{self, Plan, Write};
@@ -225,22 +224,7 @@ async fn publish(
     action: &str,
     note: String,
 ) {
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: action.into(),
-        secondary: None,
-    };
-    let reference = ObjectReference {
-        api_version: Some("apps/v1".into()),
-        kind: Some(workload.id.kind.as_str().into()),
-        namespace: Some(workload.id.namespace.clone()),
-        name: Some(workload.id.name.clone()),
-        uid: Some(workload.uid.clone()),
-        ..Default::default()
-    };
-    if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+    if let Err(e) = ctx.events.publish(workload, type_, reason, action, note).await {
         tracing::warn!(workload = %workload.id, reason, error = %error::describe(&e), "could not publish Event");
     }
 }

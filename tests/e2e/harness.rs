@@ -1,0 +1,433 @@
+//! The e2e harness: runs the real `wave` binary against the shared control plane, one process per test
+//! (scoped to the test's namespaces), plus builders for workloads of the three kinds.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, PodSpec, Secret};
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use testenv::{cluster, free_port, http_get, tolerate_kwok, wait_for};
+use wave::core::workload::{Workload, WorkloadKind, WorkloadRef};
+
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+pub const OPT_IN: &str = "wave.pusher.com/update-on-config-change";
+
+/// A running `wave run` process. Killed on drop.
+pub struct Wave {
+    child: Child,
+    pub health: u16,
+    pub metrics: u16,
+    pub log: PathBuf,
+}
+
+impl Wave {
+    /// Starts `wave run --namespaces=<namespaces> <extra…>` as cluster-admin and waits for `/readyz`.
+    pub async fn start(namespaces: &[&str], extra: &[&str]) -> Wave {
+        Self::start_as(&cluster().kubeconfig(), namespaces, extra).await
+    }
+
+    /// Same, with another identity.
+    pub async fn start_as(kubeconfig: &std::path::Path, namespaces: &[&str], extra: &[&str]) -> Wave {
+        let wave = Self::spawn(kubeconfig, namespaces, extra);
+        wave.wait_ready().await;
+        wave
+    }
+
+    /// Starts without waiting for readiness.
+    pub fn spawn(kubeconfig: &std::path::Path, namespaces: &[&str], extra: &[&str]) -> Wave {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log = std::env::temp_dir().join(format!("wave-e2e-{}-{n}.log", std::process::id()));
+        let (health, metrics) = (free_port(), free_port());
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_wave"))
+            .arg("run")
+            .arg(format!("--namespaces={}", namespaces.join(",")))
+            .arg(format!("--health-bind-address=127.0.0.1:{health}"))
+            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics}"))
+            .args(
+                (!extra.iter().any(|a| a.starts_with("--log-level")))
+                    .then_some("--log-level=wave=debug,info"),
+            )
+            .args(extra)
+            .env("KUBECONFIG", kubeconfig)
+            .env_remove("RUST_LOG")
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn wave");
+        Wave {
+            child,
+            health,
+            metrics,
+            log,
+        }
+    }
+
+    pub async fn wait_ready(&self) {
+        let port = self.health;
+        wait_for("wave /readyz to answer 200", TIMEOUT, || async move {
+            http_get(port, "/readyz").filter(|(s, _)| *s == 200).map(|_| ())
+        })
+        .await;
+    }
+
+    /// The sum of every sample of metric `name` whose labels contain all of `labels` (`k="v"`).
+    pub fn metric(&self, name: &str, labels: &[&str]) -> f64 {
+        let (_, body) = http_get(self.metrics, "/metrics").unwrap_or_default();
+        body.lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+            .filter(|l| labels.iter().all(|lab| l.contains(lab)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// Writes made (patches that succeeded).
+    pub fn writes(&self) -> u64 {
+        self.metric("wave_reconciles_total", &["result=\"written\""]) as u64
+    }
+
+    /// Waits until wave has counted at least `n` writes, then asserts it counted exactly `n`. (The API
+    /// shows a new hash a moment before wave's counter moves, so counts are never read on sight.)
+    pub async fn expect_writes(&self, n: u64, why: &str) {
+        wait_for(&format!("{n} writes"), TIMEOUT, || async {
+            (self.writes() >= n).then_some(())
+        })
+        .await;
+        assert_eq!(self.writes(), n, "{why}");
+    }
+
+    /// Reconciles that decided there was nothing to write.
+    pub fn noops(&self) -> u64 {
+        self.metric("wave_reconciles_total", &["result=\"noop\""]) as u64
+    }
+
+    /// Everything the process printed so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Wave {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The admin client and a fresh namespace.
+pub async fn setup(prefix: &str) -> (Client, String) {
+    let client = cluster().client().await;
+    let ns = testenv::namespace(&client, prefix).await;
+    (client, ns)
+}
+
+pub async fn create_configmap(client: &Client, ns: &str, name: &str, data: Value) {
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+}
+
+pub async fn create_secret(client: &Client, ns: &str, name: &str, string_data: Value) {
+    let s: Secret =
+        serde_json::from_value(json!({"metadata": {"name": name}, "stringData": string_data})).unwrap();
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &s)
+        .await
+        .unwrap();
+}
+
+/// Merge-patches a ConfigMap's `data`.
+pub async fn patch_configmap(client: &Client, ns: &str, name: &str, patch: Value) {
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+/// Merge-patches a Secret.
+pub async fn patch_secret(client: &Client, ns: &str, name: &str, patch: Value) {
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+pub async fn delete_configmap(client: &Client, ns: &str, name: &str) {
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+/// A pod spec with one container, tolerating kwok's nodes. `container` is merged into the container.
+pub fn pod_spec(container: Value, extra: Value) -> Value {
+    let mut c = json!({"name": "app", "image": "nginx"});
+    merge(&mut c, container);
+    let mut spec = json!({"containers": [c]});
+    merge(&mut spec, extra);
+    let mut typed: PodSpec = serde_json::from_value(spec).unwrap();
+    tolerate_kwok(&mut typed);
+    serde_json::to_value(typed).unwrap()
+}
+
+fn merge(a: &mut Value, b: Value) {
+    if let (Value::Object(a), Value::Object(b)) = (a, b) {
+        for (k, v) in b {
+            a.insert(k, v);
+        }
+    }
+}
+
+fn body(kind: WorkloadKind, name: &str, annotations: &Value, spec: &Value) -> Value {
+    let template = json!({"metadata": {"labels": {"app": name}}, "spec": spec});
+    let selector = json!({"matchLabels": {"app": name}});
+    let spec = match kind {
+        WorkloadKind::Deployment => json!({"replicas": 1, "selector": selector, "template": template}),
+        WorkloadKind::StatefulSet => {
+            json!({"replicas": 1, "serviceName": name, "selector": selector, "template": template})
+        }
+        WorkloadKind::DaemonSet => json!({"selector": selector, "template": template}),
+    };
+    json!({"metadata": {"name": name, "annotations": annotations}, "spec": spec})
+}
+
+/// Creates a workload of `kind` named `name` with metadata `annotations` and pod `spec`.
+pub async fn create_workload(
+    client: &Client,
+    ns: &str,
+    kind: WorkloadKind,
+    name: &str,
+    annotations: Value,
+    spec: Value,
+) {
+    let b = body(kind, name, &annotations, &spec);
+    let pp = PostParams::default();
+    match kind {
+        WorkloadKind::Deployment => drop(
+            Api::<Deployment>::namespaced(client.clone(), ns)
+                .create(&pp, &serde_json::from_value(b).unwrap())
+                .await
+                .unwrap(),
+        ),
+        WorkloadKind::StatefulSet => drop(
+            Api::<StatefulSet>::namespaced(client.clone(), ns)
+                .create(&pp, &serde_json::from_value(b).unwrap())
+                .await
+                .unwrap(),
+        ),
+        WorkloadKind::DaemonSet => drop(
+            Api::<DaemonSet>::namespaced(client.clone(), ns)
+                .create(&pp, &serde_json::from_value(b).unwrap())
+                .await
+                .unwrap(),
+        ),
+    }
+}
+
+/// Merge-patches a workload.
+pub async fn patch_workload(client: &Client, ns: &str, kind: WorkloadKind, name: &str, patch: Value) {
+    let (pp, p) = (PatchParams::default(), Patch::Merge(patch));
+    match kind {
+        WorkloadKind::Deployment => drop(
+            Api::<Deployment>::namespaced(client.clone(), ns)
+                .patch(name, &pp, &p)
+                .await
+                .unwrap(),
+        ),
+        WorkloadKind::StatefulSet => drop(
+            Api::<StatefulSet>::namespaced(client.clone(), ns)
+                .patch(name, &pp, &p)
+                .await
+                .unwrap(),
+        ),
+        WorkloadKind::DaemonSet => drop(
+            Api::<DaemonSet>::namespaced(client.clone(), ns)
+                .patch(name, &pp, &p)
+                .await
+                .unwrap(),
+        ),
+    }
+}
+
+/// Deletes a workload.
+pub async fn delete_workload(client: &Client, ns: &str, kind: WorkloadKind, name: &str) {
+    let dp = DeleteParams::default();
+    match kind {
+        WorkloadKind::Deployment => drop(
+            Api::<Deployment>::namespaced(client.clone(), ns)
+                .delete(name, &dp)
+                .await
+                .unwrap(),
+        ),
+        WorkloadKind::StatefulSet => drop(
+            Api::<StatefulSet>::namespaced(client.clone(), ns)
+                .delete(name, &dp)
+                .await
+                .unwrap(),
+        ),
+        WorkloadKind::DaemonSet => drop(
+            Api::<DaemonSet>::namespaced(client.clone(), ns)
+                .delete(name, &dp)
+                .await
+                .unwrap(),
+        ),
+    }
+}
+
+/// The workload as wave sees it.
+pub async fn workload(client: &Client, ns: &str, kind: WorkloadKind, name: &str) -> Workload {
+    wave::runtime::reconcile::get(client, &WorkloadRef::new(kind, ns, name))
+        .await
+        .unwrap()
+        .expect("workload exists")
+}
+
+/// The hash on the workload's pod template.
+pub async fn hash_of(client: &Client, ns: &str, kind: WorkloadKind, name: &str) -> Option<String> {
+    workload(client, ns, kind, name)
+        .await
+        .current_hash()
+        .map(str::to_string)
+}
+
+/// Waits until the workload's hash is set and differs from `old`; returns it.
+pub async fn wait_hash_change(
+    client: &Client,
+    ns: &str,
+    kind: WorkloadKind,
+    name: &str,
+    old: Option<&str>,
+) -> String {
+    wait_for(&format!("a new hash on {kind} {ns}/{name}"), TIMEOUT, || async {
+        hash_of(client, ns, kind, name)
+            .await
+            .filter(|h| Some(h.as_str()) != old)
+    })
+    .await
+}
+
+/// ReplicaSets of a Deployment, ControllerRevisions of a StatefulSet or DaemonSet.
+pub async fn revisions(client: &Client, ns: &str, kind: WorkloadKind, name: &str) -> usize {
+    let lp = ListParams::default().labels(&format!("app={name}"));
+    match kind {
+        WorkloadKind::Deployment => Api::<ReplicaSet>::namespaced(client.clone(), ns)
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .len(),
+        _ => Api::<ControllerRevision>::namespaced(client.clone(), ns)
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .len(),
+    }
+}
+
+/// `(metadata.generation, status.observedGeneration)`.
+async fn generations(client: &Client, ns: &str, kind: WorkloadKind, name: &str) -> (i64, Option<i64>) {
+    match kind {
+        WorkloadKind::Deployment => {
+            let d = Api::<Deployment>::namespaced(client.clone(), ns)
+                .get(name)
+                .await
+                .unwrap();
+            (
+                d.metadata.generation.unwrap_or_default(),
+                d.status.and_then(|s| s.observed_generation),
+            )
+        }
+        WorkloadKind::StatefulSet => {
+            let d = Api::<StatefulSet>::namespaced(client.clone(), ns)
+                .get(name)
+                .await
+                .unwrap();
+            (
+                d.metadata.generation.unwrap_or_default(),
+                d.status.and_then(|s| s.observed_generation),
+            )
+        }
+        WorkloadKind::DaemonSet => {
+            let d = Api::<DaemonSet>::namespaced(client.clone(), ns)
+                .get(name)
+                .await
+                .unwrap();
+            (
+                d.metadata.generation.unwrap_or_default(),
+                d.status.and_then(|s| s.observed_generation),
+            )
+        }
+    }
+}
+
+/// Waits until the workload's controller has acted on its current spec; returns its revision count.
+/// (Whether the un-hashed first template got a revision of its own depends on whether its controller
+/// synced before wave's write, so counts are taken from a settled state.)
+pub async fn settled_revisions(client: &Client, ns: &str, kind: WorkloadKind, name: &str) -> usize {
+    wait_for(
+        &format!("{kind} {ns}/{name} to observe its generation"),
+        TIMEOUT,
+        || async {
+            let (generation, observed) = generations(client, ns, kind, name).await;
+            (observed == Some(generation)).then_some(())
+        },
+    )
+    .await;
+    revisions(client, ns, kind, name).await
+}
+
+/// Waits until the workload has `n` ReplicaSets or revisions.
+pub async fn wait_revisions(client: &Client, ns: &str, kind: WorkloadKind, name: &str, n: usize) {
+    wait_for(
+        &format!("{n} revisions of {kind} {ns}/{name}"),
+        TIMEOUT,
+        || async { (revisions(client, ns, kind, name).await == n).then_some(()) },
+    )
+    .await;
+}
+
+/// Opt-in annotations plus `extra`.
+pub fn opted_in(extra: &[(&str, &str)]) -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert(OPT_IN.into(), "true".into());
+    for (k, v) in extra {
+        m.insert((*k).into(), (*v).into());
+    }
+    Value::Object(m)
+}
+
+/// Events about `name` in `ns` as `(type, reason, note)`.
+pub async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, String, String)> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    let list = api.list(&ListParams::default()).await.unwrap();
+    list.items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,305 @@
+//! References that go away, workloads that opt out or are deleted, config that is missing, and
+//! references across namespaces (issue: tests 5–8).
+
+use serde_json::json;
+use testenv::wait_for;
+use wave::core::workload::WorkloadKind;
+
+use crate::harness::*;
+
+fn name(kind: WorkloadKind) -> String {
+    kind.as_str().to_lowercase()
+}
+
+/// Each kind references `old` (envFrom) and `sentinel` (volume); a `witness` Deployment references
+/// only `sentinel`, so a sentinel change always wakes at least one workload.
+async fn two_references(prefix: &str) -> (kube::Client, String, Wave) {
+    let (client, ns) = setup(prefix).await;
+    create_configmap(&client, &ns, "old", json!({"a": "1"})).await;
+    create_configmap(&client, &ns, "sentinel", json!({"s": "1"})).await;
+    let wave = Wave::start(&[&ns], &["--update-rate=inf"]).await;
+    let sentinel_volume = json!({"volumes": [{"name": "s", "configMap": {"name": "sentinel"}}]});
+    let spec = pod_spec(
+        json!({"envFrom": [{"configMapRef": {"name": "old"}}]}),
+        sentinel_volume.clone(),
+    );
+    for kind in WorkloadKind::ALL {
+        create_workload(&client, &ns, kind, &name(kind), opted_in(&[]), spec.clone()).await;
+    }
+    let witness = pod_spec(json!({}), sentinel_volume);
+    create_workload(
+        &client,
+        &ns,
+        WorkloadKind::Deployment,
+        "witness",
+        opted_in(&[]),
+        witness,
+    )
+    .await;
+    for kind in WorkloadKind::ALL {
+        wait_hash_change(&client, &ns, kind, &name(kind), None).await;
+    }
+    wait_hash_change(&client, &ns, WorkloadKind::Deployment, "witness", None).await;
+    (client, ns, wave)
+}
+
+/// Changes `old`, then `sentinel`, and returns how many workloads the two changes woke once the
+/// sentinel's `expected` wake-ups are seen. One ConfigMap watch delivers both in order, so the change
+/// to `old` was fully processed by then.
+async fn wakeups_after_changes(client: &kube::Client, ns: &str, wave: &Wave, expected: u64) -> u64 {
+    let triggers = || wave.metric("wave_config_triggers_total", &[]) as u64;
+    let before = triggers();
+    patch_configmap(client, ns, "old", json!({"data": {"a": "changed"}})).await;
+    patch_configmap(client, ns, "sentinel", json!({"data": {"s": "changed"}})).await;
+    wait_for("the sentinel's wake-ups", TIMEOUT, || async {
+        (triggers() >= before + expected).then_some(())
+    })
+    .await;
+    triggers() - before
+}
+
+#[tokio::test]
+async fn after_a_reference_is_removed_its_changes_trigger_nothing() {
+    let (client, ns, wave) = two_references("unref").await;
+    let spec = pod_spec(
+        json!({}),
+        json!({"volumes": [{"name": "s", "configMap": {"name": "sentinel"}}]}),
+    );
+    for kind in WorkloadKind::ALL {
+        let old = hash_of(&client, &ns, kind, &name(kind)).await;
+        let containers = spec["containers"].clone();
+        patch_workload(
+            &client,
+            &ns,
+            kind,
+            &name(kind),
+            json!({"spec": {"template": {"spec": {"containers": containers}}}}),
+        )
+        .await;
+        // Dropping a referenced object changes the hash.
+        wait_hash_change(&client, &ns, kind, &name(kind), old.as_deref()).await;
+    }
+    // The sentinel wakes the three workloads and the witness; `old` wakes nobody.
+    assert_eq!(wakeups_after_changes(&client, &ns, &wave, 4).await, 4);
+}
+
+#[tokio::test]
+async fn after_opt_out_changes_trigger_nothing_and_the_hash_stays() {
+    let (client, ns, wave) = two_references("optout").await;
+    wait_for("first writes", TIMEOUT, || async {
+        (wave.writes() == 4).then_some(())
+    })
+    .await;
+    let mut hashes = Vec::new();
+    for kind in WorkloadKind::ALL {
+        hashes.push(hash_of(&client, &ns, kind, &name(kind)).await);
+        patch_workload(
+            &client,
+            &ns,
+            kind,
+            &name(kind),
+            json!({"metadata": {"annotations": {OPT_IN: "false"}}}),
+        )
+        .await;
+    }
+    wait_for("the index to drop every opted-out workload", TIMEOUT, || async {
+        (wave.metric("wave_tracked_workloads", &[]) == 1.0).then_some(())
+    })
+    .await;
+    // Only the witness wakes.
+    assert_eq!(wakeups_after_changes(&client, &ns, &wave, 1).await, 1);
+    for (kind, h) in WorkloadKind::ALL.into_iter().zip(hashes) {
+        assert_eq!(
+            hash_of(&client, &ns, kind, &name(kind)).await,
+            h,
+            "the hash stays on opt-out, as in Wave"
+        );
+    }
+    assert_eq!(
+        wave.writes(),
+        5,
+        "four first hashes and the witness's sentinel change; nothing for opted-out workloads"
+    );
+}
+
+#[tokio::test]
+async fn after_deletion_the_index_is_cleaned() {
+    let (client, ns, wave) = two_references("deleted").await;
+    wait_for("an index of 4", TIMEOUT, || async {
+        (wave.metric("wave_tracked_workloads", &[]) == 4.0).then_some(())
+    })
+    .await;
+    for kind in WorkloadKind::ALL {
+        delete_workload(&client, &ns, kind, &name(kind)).await;
+    }
+    wait_for(
+        "the index to hold only the witness and its ConfigMap",
+        TIMEOUT,
+        || async {
+            (wave.metric("wave_tracked_workloads", &[]) == 1.0
+                && wave.metric("wave_tracked_config_objects", &[]) == 1.0)
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        wave.metric("wave_cached_config_objects", &[]),
+        1.0,
+        "the content of `old` is dropped"
+    );
+    assert_eq!(wakeups_after_changes(&client, &ns, &wave, 1).await, 1);
+}
+
+#[tokio::test]
+async fn missing_required_configmap_blocks_with_a_warning_until_it_exists() {
+    let (client, ns) = setup("missing").await;
+    let wave = Wave::start(&[&ns], &["--update-rate=inf"]).await;
+    let spec = pod_spec(
+        json!({"envFrom": [{"configMapRef": {"name": "later"}}]}),
+        json!({}),
+    );
+    for kind in WorkloadKind::ALL {
+        create_workload(&client, &ns, kind, &name(kind), opted_in(&[]), spec.clone()).await;
+    }
+    for kind in WorkloadKind::ALL {
+        let n = name(kind);
+        let events = wait_for("a ConfigMissing warning", TIMEOUT, || async {
+            let e = events_for(&client, &ns, &n).await;
+            e.iter()
+                .any(|(t, r, _)| t == "Warning" && r == "ConfigMissing")
+                .then_some(e)
+        })
+        .await;
+        let note = &events.iter().find(|(_, r, _)| r == "ConfigMissing").unwrap().2;
+        assert_eq!(
+            note,
+            &format!("not all required children exist: missing required configmap {ns}/later")
+        );
+        assert_eq!(
+            hash_of(&client, &ns, kind, &n).await,
+            None,
+            "no hash while config is missing"
+        );
+    }
+    assert_eq!(wave.metric("wave_workloads_waiting_for_config", &[]), 3.0);
+    create_configmap(&client, &ns, "later", json!({"k": "v"})).await;
+    for kind in WorkloadKind::ALL {
+        wait_hash_change(&client, &ns, kind, &name(kind), None).await;
+    }
+    wait_for("nobody waiting", TIMEOUT, || async {
+        (wave.metric("wave_workloads_waiting_for_config", &[]) == 0.0).then_some(())
+    })
+    .await;
+    wave.expect_writes(3, "the hash is set exactly once per workload")
+        .await;
+    for kind in WorkloadKind::ALL {
+        let warnings = events_for(&client, &ns, &name(kind))
+            .await
+            .into_iter()
+            .filter(|(_, r, _)| r == "ConfigMissing")
+            .count();
+        assert_eq!(warnings, 1, "one Warning per distinct missing set");
+    }
+}
+
+#[tokio::test]
+async fn missing_required_projected_key_blocks_until_the_key_is_added() {
+    let (client, ns) = setup("missing-key").await;
+    create_configmap(&client, &ns, "cfg", json!({"other": "1"})).await;
+    let wave = Wave::start(&[&ns], &["--update-rate=inf"]).await;
+    let volumes = json!({"volumes": [{"name": "p", "projected": {"sources": [
+        {"configMap": {"name": "cfg", "items": [{"key": "needed", "path": "n"}]}}]}}]});
+    let spec = pod_spec(json!({}), volumes);
+    for kind in WorkloadKind::ALL {
+        create_workload(&client, &ns, kind, &name(kind), opted_in(&[]), spec.clone()).await;
+    }
+    for kind in WorkloadKind::ALL {
+        let n = name(kind);
+        let note = wait_for("a ConfigMissing warning", TIMEOUT, || async {
+            events_for(&client, &ns, &n)
+                .await
+                .into_iter()
+                .find(|(_, r, _)| r == "ConfigMissing")
+                .map(|e| e.2)
+        })
+        .await;
+        assert!(
+            note.ends_with(&format!("missing required key needed in configmap {ns}/cfg")),
+            "{note}"
+        );
+    }
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"needed": "yes"}})).await;
+    for kind in WorkloadKind::ALL {
+        wait_hash_change(&client, &ns, kind, &name(kind), None).await;
+    }
+    wave.expect_writes(3, "one write per workload once the key exists")
+        .await;
+}
+
+#[tokio::test]
+async fn extra_annotations_track_other_namespaces_and_same_names_do_not_mask_each_other() {
+    let (client, ns) = setup("extra").await;
+    let other = testenv::namespace(&client, "extra-other").await;
+    create_configmap(&client, &ns, "shared", json!({"k": "here"})).await;
+    create_configmap(&client, &other, "shared", json!({"k": "there"})).await;
+    create_secret(&client, &other, "remote-secret", json!({"s": "1"})).await;
+    let wave = Wave::start(&[&ns, &other], &["--update-rate=inf"]).await;
+    let extras = [
+        (
+            "wave.pusher.com/extra-configmaps",
+            format!("shared,{other}/shared"),
+        ),
+        ("wave.pusher.com/extra-secrets", format!("{other}/remote-secret")),
+    ];
+    let annotations = opted_in(&[(extras[0].0, &extras[0].1), (extras[1].0, &extras[1].1)]);
+    for kind in WorkloadKind::ALL {
+        create_workload(
+            &client,
+            &ns,
+            kind,
+            &name(kind),
+            annotations.clone(),
+            pod_spec(json!({}), json!({})),
+        )
+        .await;
+    }
+    let mut hashes = Vec::new();
+    for kind in WorkloadKind::ALL {
+        hashes.push(wait_hash_change(&client, &ns, kind, &name(kind), None).await);
+    }
+    // A change to either same-named ConfigMap rolls (Wave would mask one of them), and so does the
+    // cross-namespace Secret.
+    for (i, (namespace, change)) in [(&ns, "cm"), (&other, "cm"), (&other, "secret")]
+        .into_iter()
+        .enumerate()
+    {
+        match change {
+            "cm" => {
+                patch_configmap(
+                    &client,
+                    namespace,
+                    "shared",
+                    json!({"data": {"k": format!("v{i}")}}),
+                )
+                .await
+            }
+            _ => {
+                patch_secret(
+                    &client,
+                    namespace,
+                    "remote-secret",
+                    json!({"stringData": {"s": format!("v{i}")}}),
+                )
+                .await
+            }
+        }
+        for (kind, h) in WorkloadKind::ALL.into_iter().zip(hashes.iter_mut()) {
+            *h = wait_hash_change(&client, &ns, kind, &name(kind), Some(h)).await;
+        }
+    }
+    wave.expect_writes(
+        12,
+        "three first hashes and three changes, each rolling all three workloads",
+    )
+    .await;
+}

@@ -1,0 +1,9 @@
+//! End-to-end tests of `wave run` against the real control plane of `hack/testenv`.
+//!
+//! One control plane for the whole binary (started on first use, torn down when the binary exits);
+//! each test gets its own namespace and its own `wave` process scoped to it, so tests run in parallel.
+
+mod harness;
+mod lifecycle;
+mod operations;
+mod rollouts;

@@ -1,0 +1,275 @@
+//! Restarts, leader election, the global rate limit, and secrecy (issue: tests 11–14).
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use testenv::wait_for;
+use wave::core::workload::WorkloadKind;
+
+use crate::harness::*;
+
+fn name(kind: WorkloadKind) -> String {
+    kind.as_str().to_lowercase()
+}
+
+async fn hashed_workloads(client: &kube::Client, ns: &str) -> Vec<String> {
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
+    for kind in WorkloadKind::ALL {
+        create_workload(client, ns, kind, &name(kind), opted_in(&[]), spec.clone()).await;
+    }
+    let mut hashes = Vec::new();
+    for kind in WorkloadKind::ALL {
+        hashes.push(wait_hash_change(client, ns, kind, &name(kind), None).await);
+    }
+    hashes
+}
+
+#[tokio::test]
+async fn a_restart_with_nothing_changed_writes_nothing_and_a_change_made_while_down_rolls_once() {
+    let (client, ns) = setup("restart").await;
+    create_configmap(&client, &ns, "cfg", json!({"a": "1"})).await;
+    let mut first = Wave::start(&[&ns], &["--update-rate=inf"]).await;
+    let hashes = hashed_workloads(&client, &ns).await;
+    first.kill();
+
+    let second = Wave::start(&[&ns], &["--update-rate=inf"]).await;
+    wait_for("every workload checked after the restart", TIMEOUT, || async {
+        (second.noops() >= 3).then_some(())
+    })
+    .await;
+    assert_eq!(
+        second.writes(),
+        0,
+        "a restart with nothing changed writes nothing"
+    );
+    drop(second);
+
+    let mut revs = Vec::new();
+    for kind in WorkloadKind::ALL {
+        revs.push(settled_revisions(&client, &ns, kind, &name(kind)).await);
+    }
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"a": "changed while down"}})).await;
+    let third = Wave::start(&[&ns], &["--update-rate=inf"]).await;
+    for ((kind, old), rev) in WorkloadKind::ALL.into_iter().zip(&hashes).zip(revs) {
+        wait_hash_change(&client, &ns, kind, &name(kind), Some(old)).await;
+        wait_revisions(&client, &ns, kind, &name(kind), rev + 1).await;
+    }
+    wait_for("three writes", TIMEOUT, || async {
+        (third.writes() == 3).then_some(())
+    })
+    .await;
+    wait_for("the writes' own events to be seen", TIMEOUT, || async {
+        (third.noops() >= 3).then_some(())
+    })
+    .await;
+    assert_eq!(
+        third.writes(),
+        3,
+        "exactly one rollout per workload after the restart"
+    );
+}
+
+#[tokio::test]
+async fn only_the_leader_writes_and_a_killed_leader_is_replaced_without_losing_or_repeating_rollouts() {
+    let (client, ns) = setup("leader").await;
+    create_configmap(&client, &ns, "cfg", json!({"a": "0"})).await;
+    let lease = format!("wave-{ns}");
+    let args = [
+        "--update-rate=inf",
+        "--leader-election",
+        "--leader-election-lease-duration=4",
+    ];
+    let (id, lease_ns) = (
+        format!("--leader-election-id={lease}"),
+        format!("--leader-election-namespace={ns}"),
+    );
+    let election = [args.as_slice(), &[id.as_str(), lease_ns.as_str()]].concat();
+    let mut a = Wave::start(&[&ns], &election).await;
+    let mut b = Wave::start(&[&ns], &election).await;
+    let mut hashes = hashed_workloads(&client, &ns).await;
+    let leader_of = |a: &Wave, b: &Wave| (a.metric("wave_leader", &[]), b.metric("wave_leader", &[]));
+    let (la, lb) = wait_for("exactly one leader", TIMEOUT, || async {
+        let l = leader_of(&a, &b);
+        (l.0 + l.1 == 1.0).then_some(l)
+    })
+    .await;
+    let (leader, follower) = if la == 1.0 {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
+    assert_eq!(lb + la, 1.0);
+    leader
+        .expect_writes(3, "the leader writes each first hash once")
+        .await;
+    assert_eq!(follower.writes(), 0, "the follower never writes");
+
+    // A change, then the leader dies.
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"a": "1"}})).await;
+    for (kind, h) in WorkloadKind::ALL.into_iter().zip(hashes.iter_mut()) {
+        *h = wait_hash_change(&client, &ns, kind, &name(kind), Some(h)).await;
+    }
+    leader.kill();
+    let killed = Instant::now();
+    // Another change while there is no leader: it must not be lost.
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"a": "2"}})).await;
+    let follower_port = follower.metrics;
+    wait_for("the follower to take over", Duration::from_secs(20), || async {
+        (testenv::http_get(follower_port, "/metrics")?
+            .1
+            .contains("wave_leader 1"))
+        .then_some(())
+    })
+    .await;
+    let takeover = killed.elapsed();
+    assert!(
+        takeover < Duration::from_secs(4 + 6),
+        "took over in {takeover:?}; lease is 4 s"
+    );
+    for (kind, h) in WorkloadKind::ALL.into_iter().zip(hashes.iter_mut()) {
+        *h = wait_hash_change(&client, &ns, kind, &name(kind), Some(h)).await;
+    }
+    wait_for("the new leader to settle", TIMEOUT, || async {
+        (follower.noops() >= 3).then_some(())
+    })
+    .await;
+    assert_eq!(
+        follower.writes(),
+        3,
+        "one write per workload for the change made without a leader, none repeated"
+    );
+    assert!(follower.is_running());
+}
+
+#[tokio::test]
+async fn writes_never_exceed_the_global_token_bucket() {
+    let (client, ns) = setup("ratelimit").await;
+    for i in 0..4 {
+        create_configmap(&client, &ns, &format!("cfg{i}"), json!({"v": "0"})).await;
+    }
+    // One Deployment and one StatefulSet, each using two ConfigMaps.
+    for (kind, cms) in [
+        (WorkloadKind::Deployment, ["cfg0", "cfg1"]),
+        (WorkloadKind::StatefulSet, ["cfg2", "cfg3"]),
+    ] {
+        let env_from: Vec<_> = cms.iter().map(|c| json!({"configMapRef": {"name": c}})).collect();
+        create_workload(
+            &client,
+            &ns,
+            kind,
+            &name(kind),
+            opted_in(&[]),
+            pod_spec(json!({"envFrom": env_from}), json!({})),
+        )
+        .await;
+    }
+    let started = Instant::now();
+    let wave = Wave::start(&[&ns], &["--update-rate=1", "--update-burst=2"]).await;
+    for kind in [WorkloadKind::Deployment, WorkloadKind::StatefulSet] {
+        wait_hash_change(&client, &ns, kind, &name(kind), None).await;
+    }
+    for round in 1..=5 {
+        for i in 0..4 {
+            patch_configmap(
+                &client,
+                &ns,
+                &format!("cfg{i}"),
+                json!({"data": {"v": round.to_string()}}),
+            )
+            .await;
+        }
+    }
+    // Wait until both workloads carry the hash of the last values, whenever the bucket allows it.
+    wait_for(
+        "both workloads to reach the final hash",
+        Duration::from_secs(90),
+        || async {
+            let done = at_final_hash(&client, &ns, WorkloadKind::Deployment).await
+                && at_final_hash(&client, &ns, WorkloadKind::StatefulSet).await;
+            done.then_some(())
+        },
+    )
+    .await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let allowed = 2.0 + elapsed * 1.0;
+    let writes = wave.writes() as f64;
+    assert!(
+        writes <= allowed.floor(),
+        "{writes} writes in {elapsed:.1}s; the bucket allows {allowed:.1}"
+    );
+    assert!(
+        wave.metric("wave_reconciles_total", &["result=\"rate_limited\""]) > 0.0,
+        "the bucket never held anything back"
+    );
+}
+
+/// Whether the workload carries the hash of its ConfigMaps' current content (computed by the same
+/// library code the CLI uses).
+async fn at_final_hash(client: &kube::Client, ns: &str, kind: WorkloadKind) -> bool {
+    let w = workload(client, ns, kind, &name(kind)).await;
+    let refs = w.references();
+    let mut fetched = wave::core::hash::Fetched::new();
+    for key in refs.keys() {
+        let cm: k8s_openapi::api::core::v1::ConfigMap = kube::Api::namespaced(client.clone(), &key.namespace)
+            .get(&key.name)
+            .await
+            .unwrap();
+        fetched.insert(
+            key,
+            std::sync::Arc::new(wave::core::hash::Content::from_config_map(&cm)),
+        );
+    }
+    w.current_hash() == Some(wave::core::hash::config_hash(ns, &refs, &fetched).as_str())
+}
+
+#[tokio::test]
+async fn a_secret_value_never_appears_in_logs_events_or_metrics() {
+    const CANARY: &str = "canary-7f3c9e1b-do-not-print";
+    let (client, ns) = setup("canary").await;
+    create_secret(&client, &ns, "creds", json!({"password": CANARY, "other": "x"})).await;
+    let wave = Wave::start(&[&ns], &["--update-rate=inf", "--log-level=trace"]).await;
+    let spec = pod_spec(
+        json!({"env": [{"name": "P", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "password"}}},
+                       {"name": "M", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "missing"}}}]}),
+        json!({"volumes": [{"name": "s", "secret": {"secretName": "creds"}}]}),
+    );
+    for kind in WorkloadKind::ALL {
+        create_workload(&client, &ns, kind, &name(kind), opted_in(&[]), spec.clone()).await;
+    }
+    for kind in WorkloadKind::ALL {
+        wait_for("a ConfigMissing warning", TIMEOUT, || async {
+            events_for(&client, &ns, &name(kind))
+                .await
+                .into_iter()
+                .find(|(_, r, _)| r == "ConfigMissing")
+        })
+        .await;
+    }
+    patch_secret(&client, &ns, "creds", json!({"stringData": {"missing": CANARY}})).await;
+    for kind in WorkloadKind::ALL {
+        wait_hash_change(&client, &ns, kind, &name(kind), None).await;
+    }
+    let b64 = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(CANARY)
+    };
+    let output = wave.output();
+    assert!(
+        output.contains("config hash updated"),
+        "the log is being captured"
+    );
+    let (_, metrics) = testenv::http_get(wave.metrics, "/metrics").unwrap();
+    let mut events = String::new();
+    for kind in WorkloadKind::ALL {
+        for (t, r, n) in events_for(&client, &ns, &name(kind)).await {
+            events.push_str(&format!("{t} {r} {n}\n"));
+        }
+    }
+    assert!(events.contains("ConfigChanged"), "events are being read");
+    for (what, text) in [("log", &output), ("metrics", &metrics), ("events", &events)] {
+        assert!(
+            !text.contains(CANARY) && !text.contains(&b64),
+            "the Secret value leaked into the {what}"
+        );
+    }
+}
