@@ -29,7 +29,85 @@ pub enum Command {
     #[command(
         after_help = "Example:\n  wave run --namespaces=team-a,team-b --update-rate=5 --leader-election"
     )]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
+    /// Print the config hash of each opted-in workload in rendered manifests (no cluster needed), or
+    /// with --inject write the manifests back with the hash set (a Helm post-renderer).
+    #[command(after_help = HASH_EXAMPLES)]
+    Hash(HashArgs),
+    /// Show a workload's references, its hash, the hash wave would write, and why.
+    #[command(
+        after_help = "Example:\n  wave explain deployment/web -n shop\n  kubectl wave explain sts/db -o json"
+    )]
+    Explain(ExplainArgs),
+    /// List the opted-in workloads that a change to a ConfigMap or Secret would roll.
+    #[command(after_help = "Example:\n  wave impact secret/db-credentials -n shop --keys password")]
+    Impact(ImpactArgs),
+}
+
+const HASH_EXAMPLES: &str = "Examples:
+  helm template my-app ./chart | wave hash
+  kustomize build overlays/prod | wave hash --inject | kubectl apply -f -
+  helm install my-app ./chart --post-renderer wave --post-renderer-args hash --post-renderer-args --inject   (Helm 3)
+  helm install my-app ./chart --post-renderer wave                                                          (Helm 4, plugin in contrib/helm-plugin)
+
+Exit codes: 0 ok, 1 required config missing from the manifests, 2 unreadable input";
+
+/// Output format of the client commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// For people.
+    Table,
+    /// For scripts.
+    Json,
+}
+
+/// Flags of `wave hash`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct HashArgs {
+    /// Manifests to read: multi-document YAML or a JSON List; `-` is stdin.
+    #[arg(short = 'f', long = "filename", default_value = "-")]
+    pub file: String,
+    /// Namespace of objects that name none.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Treat missing required config as absent instead of failing.
+    #[arg(long)]
+    pub allow_missing: bool,
+    /// Write the manifests back with the hash set on each opted-in pod template.
+    #[arg(long)]
+    pub inject: bool,
+    /// Output format (without --inject).
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: Output,
+}
+
+/// Flags of `wave explain`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// `deployment/NAME`, `statefulset/NAME` or `daemonset/NAME` (also `deploy`, `sts`, `ds`).
+    pub target: String,
+    /// Namespace; defaults to the kubeconfig's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: Output,
+}
+
+/// Flags of `wave impact`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ImpactArgs {
+    /// `configmap/NAME` or `secret/NAME`.
+    pub target: String,
+    /// Namespace of the object; defaults to the kubeconfig's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Only these keys change: workloads using only other keys are listed as unaffected.
+    #[arg(long, value_delimiter = ',')]
+    pub keys: Option<Vec<String>>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: Output,
 }
 
 /// Log output format.
@@ -263,7 +341,8 @@ mod tests {
             .expect("valid arguments")
             .command
         {
-            Command::Run(run) => run,
+            Command::Run(run) => *run,
+            other => panic!("expected run, got {other:?}"),
         }
     }
 

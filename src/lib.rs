@@ -12,11 +12,12 @@
 //!
 //! - [`core`]: the sans-IO rules (discovery, hash, index, plan, queue, rate limit).
 //! - [`runtime`]: the thin async shell (watches, reconcile, leases, admin server).
-//! - [`cli`]: the command line.
+//! - [`cli`]: the command line; [`commands`]: `wave hash`, `explain` and `impact`.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod cli;
+pub mod commands;
 pub mod core;
 pub mod names;
 pub mod runtime;

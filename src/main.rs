@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use wave::cli::{Cli, Command};
+use wave::runtime::reconcile::error_chain;
 
 fn main() -> ExitCode {
     // NOTE: kube uses rustls with ring; install it as the process default so no other dependency's
@@ -17,14 +18,23 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = match cli.command {
-        Command::Run(args) => runtime.block_on(wave::runtime::run(args)),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("wave: {}", wave::runtime::reconcile::error_chain(&e));
-            ExitCode::FAILURE
-        }
+    match cli.command {
+        Command::Run(args) => match runtime.block_on(wave::runtime::run(*args)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("wave: {}", error_chain(&e));
+                ExitCode::FAILURE
+            }
+        },
+        Command::Hash(args) => finish(wave::commands::hash::run(&args)),
+        Command::Explain(args) => finish(runtime.block_on(wave::commands::explain::run(&args))),
+        Command::Impact(args) => finish(runtime.block_on(wave::commands::impact::run(&args))),
     }
+}
+
+fn finish(result: Result<ExitCode, wave::commands::CommandError>) -> ExitCode {
+    result.unwrap_or_else(|e| {
+        eprintln!("wave: {}", error_chain(&e));
+        e.exit_code()
+    })
 }

@@ -11,7 +11,9 @@
 //! call these same functions, so each rule has one implementation.
 
 pub mod hash;
+pub mod impact;
 pub mod index;
+pub mod manifest;
 pub mod plan;
 pub mod queue;
 pub mod ratelimit;

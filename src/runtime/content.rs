@@ -89,31 +89,15 @@ impl ContentCache {
                 kind: key.kind.kind(),
             })
             .inc();
-        let err = |source| ReconcileError::FetchConfig {
-            key: key.clone(),
-            source: Box::new(source),
-        };
-        let (meta, content): (ObjectMeta, Content) = match key.kind {
-            ConfigKind::ConfigMap => {
-                let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &key.namespace);
-                match api.get_opt(&key.name).await.map_err(err)? {
-                    Some(cm) => {
-                        let content = Content::from_config_map(&cm);
-                        (cm.metadata, content)
-                    }
-                    None => return Ok(None),
-                }
-            }
-            ConfigKind::Secret => {
-                let api: Api<Secret> = Api::namespaced(self.client.clone(), &key.namespace);
-                match api.get_opt(&key.name).await.map_err(err)? {
-                    Some(secret) => {
-                        let content = Content::from_secret(&secret);
-                        (secret.metadata, content)
-                    }
-                    None => return Ok(None),
-                }
-            }
+        let Some((meta, content)) =
+            fetch_content(&self.client, key)
+                .await
+                .map_err(|source| ReconcileError::FetchConfig {
+                    key: key.clone(),
+                    source: Box::new(source),
+                })?
+        else {
+            return Ok(None);
         };
         let content = Arc::new(content);
         // Cache only while someone still references the object, so a reconcile racing an eviction
@@ -143,6 +127,29 @@ impl ContentCache {
             self.metrics.cached_config_objects.set(entries.len() as i64);
         }
     }
+}
+
+/// Reads one config object (a consistent read); `None` if it does not exist.
+pub async fn fetch_content(
+    client: &Client,
+    key: &ConfigKey,
+) -> Result<Option<(ObjectMeta, Content)>, kube::Error> {
+    Ok(match key.kind {
+        ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), &key.namespace)
+            .get_opt(&key.name)
+            .await?
+            .map(|cm| {
+                let content = Content::from_config_map(&cm);
+                (cm.metadata, content)
+            }),
+        ConfigKind::Secret => Api::<Secret>::namespaced(client.clone(), &key.namespace)
+            .get_opt(&key.name)
+            .await?
+            .map(|secret| {
+                let content = Content::from_secret(&secret);
+                (secret.metadata, content)
+            }),
+    })
 }
 
 /// Read access to the tracker. Writers only run short, non-panicking map updates, so a poisoned lock

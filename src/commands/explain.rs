@@ -1,0 +1,203 @@
+//! `wave explain KIND/NAME`: what wave sees for one workload, and what it would do.
+
+use std::process::ExitCode;
+
+use super::{CommandError, split_target};
+use crate::cli::{ExplainArgs, Output};
+use crate::core::hash::{Fetched, missing_message};
+use crate::core::plan::{self, Plan};
+use crate::core::refs::{self, Keys};
+use crate::core::workload::{WorkloadKind, WorkloadRef};
+use crate::runtime::content::fetch_content;
+use crate::runtime::reconcile;
+
+#[derive(serde::Serialize)]
+struct ReferenceView {
+    kind: &'static str,
+    namespace: String,
+    name: String,
+    keys: Vec<String>,
+    all_keys: bool,
+    required: bool,
+    found: bool,
+    missing_keys: Vec<String>,
+    origin: String,
+}
+
+#[derive(serde::Serialize)]
+struct Explanation {
+    workload: String,
+    opted_in: bool,
+    references: Vec<ReferenceView>,
+    current_hash: Option<String>,
+    desired_hash: Option<String>,
+    status: &'static str,
+    reason: String,
+}
+
+/// Runs `wave explain`.
+pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
+    let (kind, name) = split_target(&args.target)?;
+    let kind = WorkloadKind::parse(kind).ok_or_else(|| {
+        CommandError::Input(format!("{kind:?} is not a Deployment, StatefulSet or DaemonSet"))
+    })?;
+    let client = super::client().await?;
+    let ns = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    let id = WorkloadRef::new(kind, &ns, name);
+    let workload = reconcile::get(&client, &id)
+        .await
+        .map_err(|e| CommandError::Cluster {
+            what: format!("reading {id}"),
+            source: Box::new(e),
+        })?
+        .ok_or_else(|| CommandError::NotFound(id.to_string()))?;
+    // Show the references even when the workload is not opted in, so the opt-in can be checked.
+    let refs = refs::discover(&ns, &workload.annotations, &workload.template);
+    let mut fetched = Fetched::new();
+    for key in refs.keys() {
+        let found = fetch_content(&client, &key)
+            .await
+            .map_err(|e| CommandError::Cluster {
+                what: format!("reading {key}"),
+                source: Box::new(e),
+            })?;
+        if let Some((_, content)) = found {
+            fetched.insert(key, std::sync::Arc::new(content));
+        }
+    }
+    let references = refs
+        .iter()
+        .map(|r| {
+            let content = fetched.get(&r.key);
+            let (keys, all_keys) = match &r.keys {
+                Keys::All => (Vec::new(), true),
+                Keys::Only(k) => (k.iter().cloned().collect(), false),
+            };
+            let missing_keys = content
+                .map(|c| keys.iter().filter(|k| !c.contains(k)).cloned().collect())
+                .unwrap_or_default();
+            ReferenceView {
+                kind: r.key.kind.as_str(),
+                namespace: r.key.namespace.clone(),
+                name: r.key.name.clone(),
+                keys,
+                all_keys,
+                required: r.required,
+                found: content.is_some(),
+                missing_keys,
+                origin: r.origin.clone(),
+            }
+        })
+        .collect();
+    let desired = crate::core::hash::config_hash(&ns, &refs, &fetched);
+    let (status, reason, desired_hash) = if !workload.is_opted_in() {
+        (
+            "ignored",
+            format!(
+                "not opted in: {} is not \"true\"",
+                crate::names::UPDATE_ON_CONFIG_CHANGE
+            ),
+            None,
+        )
+    } else {
+        match plan::plan(&workload, &refs, &fetched) {
+            Plan::Noop => (
+                "up-to-date",
+                "the hash on the template matches the config".into(),
+                Some(desired),
+            ),
+            Plan::Blocked { missing } => ("waiting", missing_message(&missing), None),
+            Plan::Write(w) if w.hash.is_some() => (
+                "rollout-pending",
+                match workload.current_hash() {
+                    None => "the template has no hash yet".into(),
+                    Some(_) => "the config changed since the hash was written".into(),
+                },
+                Some(desired),
+            ),
+            Plan::Write(_) => (
+                "rollout-pending",
+                "scheduling gated by Wave is to be restored".into(),
+                Some(desired),
+            ),
+        }
+    };
+    let e = Explanation {
+        workload: id.to_string(),
+        opted_in: workload.is_opted_in(),
+        references,
+        current_hash: workload.current_hash().map(str::to_string),
+        desired_hash,
+        status,
+        reason,
+    };
+    match args.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&e).unwrap_or_default()),
+        Output::Table => print_table(&e),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_table(e: &Explanation) {
+    println!(
+        "{}{}",
+        e.workload,
+        if e.opted_in { "" } else { " (not opted in)" }
+    );
+    println!();
+    let rows: Vec<[String; 5]> = e
+        .references
+        .iter()
+        .map(|r| {
+            let keys = if r.all_keys {
+                "all".to_string()
+            } else {
+                r.keys.join(",")
+            };
+            let found = match (r.found, r.missing_keys.is_empty()) {
+                (false, _) => "missing".to_string(),
+                (true, true) => "found".to_string(),
+                (true, false) => format!("found, missing key {}", r.missing_keys.join(",")),
+            };
+            let required = if r.required { "required" } else { "optional" };
+            [
+                format!("{} {}/{}", r.kind, r.namespace, r.name),
+                keys,
+                required.into(),
+                found,
+                r.origin.clone(),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        println!("No ConfigMap or Secret references.");
+    } else {
+        let header = ["REFERENCE", "KEYS", "", "STATUS", "FROM"].map(String::from);
+        let widths: Vec<usize> = (0..5)
+            .map(|i| {
+                rows.iter()
+                    .chain([&header])
+                    .map(|r| r[i].len())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        for row in std::iter::once(&header).chain(&rows) {
+            let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+            println!("{}", cells.join("  ").trim_end());
+        }
+    }
+    println!();
+    println!(
+        "Hash on the template:  {}",
+        e.current_hash.as_deref().unwrap_or("(none)")
+    );
+    println!(
+        "Hash wave would write: {}",
+        e.desired_hash.as_deref().unwrap_or("(none)")
+    );
+    println!("Status: {}: {}", e.status, e.reason);
+}
