@@ -7,8 +7,9 @@
 //!                                                                         opted-in pod template
 //! ```
 //!
-//! Kept by `--inject`: every document and its key order. Not kept: comments and blank documents, and
-//! YAML styles (quoting, flow vs block) are normalised.
+//! Kept by `--inject`: every document, in order, and YAML key order. Not kept: comments and blank
+//! documents; YAML styles (quoting, flow vs block) are normalised, and JSON input is written back
+//! pretty-printed with keys sorted.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -210,6 +210,15 @@ impl<T: Send + Sync + 'static> ConfigWatcher<T> {
         self.current.load()
     }
 
+    /// A per-thread reader: the fastest way to read in a loop. It keeps the current `Arc` and only
+    /// looks at the shared pointer to see whether a reload happened, so reads from many threads never
+    /// touch a shared cache line.
+    pub fn reader(&self) -> Reader<T> {
+        Reader {
+            cache: arc_swap::Cache::new(self.current.clone()),
+        }
+    }
+
     /// A stream of what happens from now on.
     pub fn subscribe(&self) -> Receiver<Reload<T>> {
         let (tx, rx) = mpsc::channel();
@@ -218,6 +227,18 @@ impl<T: Send + Sync + 'static> ConfigWatcher<T> {
             .unwrap_or_else(|e| e.into_inner())
             .push(tx);
         rx
+    }
+}
+
+/// A per-thread handle to the current config (see [`ConfigWatcher::reader`]).
+pub struct Reader<T> {
+    cache: arc_swap::Cache<Arc<ArcSwap<T>>, Arc<T>>,
+}
+
+impl<T> Reader<T> {
+    /// The current config.
+    pub fn get(&mut self) -> &Arc<T> {
+        self.cache.load()
     }
 }
 

@@ -210,3 +210,19 @@ fn a_rename_storm_coalesces_and_ends_on_the_last_config() {
     assert!(reloads < 100, "{reloads} reloads for 100 swaps: not coalesced");
     assert_eq!(*watcher.get(), Pair { a: 100, b: 100 });
 }
+
+#[test]
+fn a_per_thread_reader_sees_every_reload() {
+    let dir = scratch("reader");
+    atomic_write(&dir, 0, &pair(0));
+    let watcher = ConfigWatcher::builder(&dir, parse)
+        .debounce(DEBOUNCE)
+        .build()
+        .unwrap();
+    let rx = watcher.subscribe();
+    let mut reader = watcher.reader();
+    assert_eq!(reader.get().a, 0);
+    atomic_write(&dir, 1, &pair(1));
+    next_applied(&rx);
+    assert_eq!(**reader.get(), Pair { a: 1, b: 1 });
+}
