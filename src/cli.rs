@@ -67,8 +67,9 @@ pub struct HashArgs {
     /// Manifests to read: multi-document YAML or a JSON List; `-` is stdin.
     #[arg(short = 'f', long = "filename", default_value = "-")]
     pub file: String,
-    /// Namespace of objects that name none.
-    #[arg(short = 'n', long)]
+    /// Namespace of objects that name none (default: `default`; Helm's `HELM_NAMESPACE` when run as a
+    /// post-renderer plugin).
+    #[arg(short = 'n', long, env = "HELM_NAMESPACE")]
     pub namespace: Option<String>,
     /// Treat missing required config as absent instead of failing.
     #[arg(long)]

@@ -193,6 +193,24 @@ impl Cluster {
     }
 }
 
+/// The directory holding `helm3` and `helm4`, built from their pinned Go modules on first use.
+pub fn helm_bin_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = Command::new(repo_root().join("hack/testenv"))
+            .arg("build-helm")
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("hack/testenv build-helm");
+        assert!(
+            out.status.success(),
+            "hack/testenv build-helm failed; its output is above"
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
+    .clone()
+}
+
 /// A client for a kubeconfig file.
 pub async fn client_for(kubeconfig: &Path) -> Client {
     let kc = Kubeconfig::read_from(kubeconfig).expect("readable kubeconfig");
