@@ -175,7 +175,7 @@ fn print_table(e: &Explanation) {
     if rows.is_empty() {
         println!("No ConfigMap or Secret references.");
     } else {
-        let header = ["REFERENCE", "KEYS", "", "STATUS", "FROM"].map(String::from);
+        let header = ["REFERENCE", "KEYS", "NEEDED", "STATUS", "FROM"].map(String::from);
         let widths: Vec<usize> = (0..5)
             .map(|i| {
                 rows.iter()
