@@ -8,3 +8,4 @@ mod harness;
 mod lifecycle;
 mod operations;
 mod rollouts;
+mod ship;

@@ -1,0 +1,422 @@
+//! The Helm chart and kustomize manifests: they render, the apiserver accepts them (server-side
+//! dry-run, our chosen validation: no schema download needed), the pod passes the restricted Pod
+//! Security Standard, and the RBAC they grant is exactly enough for `wave run`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+use serde_norway::Value;
+use testenv::{cluster, helm_bin_dir, http_get, repo_root, wait_for};
+use wave::core::workload::WorkloadKind;
+
+use crate::harness::*;
+
+fn helm_template(release: &str, namespace: &str, sets: &[&str]) -> String {
+    let mut c = Command::new(helm_bin_dir().join("helm4"));
+    c.args([
+        "template",
+        release,
+        repo_root().join("charts/wave").to_str().unwrap(),
+        "--namespace",
+        namespace,
+    ]);
+    for s in sets {
+        c.args(["--set", s]);
+    }
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "helm template {sets:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn kubectl_stdin(args: &[&str], input: &str) -> (bool, String) {
+    let mut child = cluster()
+        .kubectl()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn docs(yaml: &str) -> Vec<Value> {
+    serde_norway::Deserializer::from_str(yaml)
+        .map(|d| <Value as serde::Deserialize>::deserialize(d).unwrap())
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn to_yaml(docs: &[Value]) -> String {
+    docs.iter()
+        .map(|d| serde_norway::to_string(d).unwrap())
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+fn kind(v: &Value) -> &str {
+    v.get("kind").and_then(Value::as_str).unwrap_or_default()
+}
+
+const SERVICE_MONITOR_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: servicemonitors.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  names: {kind: ServiceMonitor, plural: servicemonitors, singular: servicemonitor, listKind: ServiceMonitorList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+"#;
+
+#[tokio::test]
+async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
+    let out = Command::new(helm_bin_dir().join("helm4"))
+        .args(["lint", repo_root().join("charts/wave").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "helm lint: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let (client, ns) = setup("chart").await;
+    let a = testenv::namespace(&client, "chart-a").await;
+    let b = testenv::namespace(&client, "chart-b").await;
+    let (ok, text) = kubectl_stdin(&["apply", "-f", "-"], SERVICE_MONITOR_CRD);
+    assert!(ok, "{text}");
+    wait_for("the ServiceMonitor CRD to be served", TIMEOUT, || async {
+        cluster()
+            .kubectl()
+            .args(["get", "servicemonitors", "-A"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|_| ())
+    })
+    .await;
+    let namespaces = format!("namespaces={{{a},{b}}}");
+    let value_sets: Vec<Vec<&str>> = vec![
+        vec![],
+        vec![
+            "replicas=3",
+            "updateRate=0",
+            "updateBurst=0",
+            "syncPeriod=30m",
+            "logFormat=text",
+        ],
+        vec!["rbac.namespaced=true", &namespaces],
+        vec![
+            "metrics.serviceMonitor.enabled=true",
+            "nodeSelector.disktype=ssd",
+            "tolerations[0].operator=Exists",
+            "podAnnotations.team=platform",
+            "podLabels.tier=control",
+            "extraArgs[0]=--concurrency=16",
+            "topologySpreadConstraints[0].maxSkew=1",
+            "topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname",
+            "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+            "topologySpreadConstraints[0].labelSelector.matchLabels.app=wave",
+        ],
+    ];
+    for (i, sets) in value_sets.iter().enumerate() {
+        let rendered = helm_template(&format!("dry{i}"), &ns, sets);
+        let (ok, text) = kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], &rendered);
+        assert!(ok, "value set {sets:?} rejected by the apiserver:\n{text}");
+    }
+    let r = helm_template("rate", &ns, &["updateRate=0", "updateBurst=0"]);
+    assert!(
+        r.contains("--update-rate=inf") && r.contains("--update-burst=0"),
+        "0 disables the rate, as documented"
+    );
+    let r = helm_template("ha", &ns, &["replicas=2"]);
+    assert!(r.contains("kind: PodDisruptionBudget") && r.contains("--leader-election=true"));
+}
+
+#[tokio::test]
+async fn kustomize_matches_the_chart_defaults_and_is_accepted() {
+    let chart = docs(&helm_template("wave", "wave-system", &[]));
+    let out = cluster()
+        .kubectl()
+        .args(["kustomize", repo_root().join("config/default").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let kustomized = docs(&String::from_utf8_lossy(&out.stdout));
+    // What kustomize ships is the chart's default output, without Helm's labels, and with the namespace.
+    let strip = |mut v: Value| {
+        if let Some(labels) = v
+            .get_mut("metadata")
+            .and_then(|m| m.get_mut("labels"))
+            .and_then(Value::as_mapping_mut)
+        {
+            labels.remove("helm.sh/chart");
+            labels.remove("app.kubernetes.io/managed-by");
+        }
+        v
+    };
+    let chart: Vec<Value> = chart.into_iter().map(strip).collect();
+    let kustomized: Vec<Value> = kustomized
+        .into_iter()
+        .filter(|d| kind(d) != "Namespace")
+        .map(strip)
+        .collect();
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        regenerate_kustomize(&chart);
+        return;
+    }
+    let key = |v: &Value| {
+        format!(
+            "{}/{}",
+            kind(v),
+            v["metadata"]["name"].as_str().unwrap_or_default()
+        )
+    };
+    let mut a: Vec<(String, Value)> = chart.iter().map(|v| (key(v), v.clone())).collect();
+    let mut b: Vec<(String, Value)> = kustomized.iter().map(|v| (key(v), v.clone())).collect();
+    a.sort_by(|x, y| x.0.cmp(&y.0));
+    b.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(
+        a.iter().map(|x| &x.0).collect::<Vec<_>>(),
+        b.iter().map(|x| &x.0).collect::<Vec<_>>(),
+        "the same objects (UPDATE_GOLDEN=1 regenerates config/ from the chart)"
+    );
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        assert_eq!(
+            x, y,
+            "{name} differs between the chart and config/ (UPDATE_GOLDEN=1 regenerates it)"
+        );
+    }
+    // A dry-run does not create the namespace the other objects go into.
+    let (ok, text) = kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: wave-system}\n",
+    );
+    assert!(ok, "{text}");
+    let (ok, text) = kubectl_stdin(
+        &["apply", "--dry-run=server", "-f", "-"],
+        &String::from_utf8_lossy(&out.stdout),
+    );
+    assert!(ok, "{text}");
+}
+
+/// Writes config/rbac and config/manager from the chart's default output.
+fn regenerate_kustomize(chart: &[Value]) {
+    let header = "# Generated from charts/wave with its default values: UPDATE_GOLDEN=1 cargo test --test e2e ship::kustomize\n";
+    let is_rbac = |v: &Value| {
+        matches!(
+            kind(v),
+            "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding"
+        )
+    };
+    for (dir, pick) in [("rbac", true), ("manager", false)] {
+        let objs: Vec<Value> = chart.iter().filter(|v| is_rbac(v) == pick).cloned().collect();
+        let path: PathBuf = repo_root().join(format!("config/{dir}/{dir}.yaml"));
+        std::fs::write(path, format!("{header}{}", to_yaml(&objs))).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn the_charts_pod_is_admitted_under_the_restricted_pod_security_standard() {
+    let (client, ns) = setup("pss").await;
+    cluster()
+        .kubectl()
+        .args([
+            "label",
+            "namespace",
+            &ns,
+            "pod-security.kubernetes.io/enforce=restricted",
+        ])
+        .output()
+        .unwrap();
+    let rendered = docs(&helm_template("pss", &ns, &[]));
+    let deployment = rendered.iter().find(|d| kind(d) == "Deployment").unwrap();
+    let template = &deployment["spec"]["template"];
+    let pod = |spec: &Value| {
+        let mut p = serde_norway::Mapping::new();
+        p.insert("apiVersion".into(), "v1".into());
+        p.insert("kind".into(), "Pod".into());
+        p.insert(
+            "metadata".into(),
+            serde_norway::from_str(&format!("{{name: pss-check, namespace: {ns}}}")).unwrap(),
+        );
+        p.insert("spec".into(), spec.clone());
+        serde_norway::to_string(&Value::Mapping(p)).unwrap()
+    };
+    let (ok, text) = kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], &pod(&template["spec"]));
+    assert!(ok, "the chart's pod is rejected under restricted:\n{text}");
+    // The check can fail: the same pod without its security context is rejected.
+    let mut insecure = template["spec"].clone();
+    insecure.as_mapping_mut().unwrap().remove("securityContext");
+    insecure["containers"][0]
+        .as_mapping_mut()
+        .unwrap()
+        .remove("securityContext");
+    let (ok, text) = kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], &pod(&insecure));
+    assert!(
+        !ok && text.contains("restricted"),
+        "expected a PodSecurity rejection: {text}"
+    );
+    drop(client);
+}
+
+/// Applies the ServiceAccount and RBAC the chart renders with `sets` in release namespace `release_ns`,
+/// and returns a kubeconfig that authenticates only with that ServiceAccount's token.
+fn chart_identity(release: &str, release_ns: &str, sets: &[&str], edit: impl Fn(&mut Value)) -> PathBuf {
+    let mut rbac: Vec<Value> = docs(&helm_template(release, release_ns, sets))
+        .into_iter()
+        .filter(|d| {
+            matches!(
+                kind(d),
+                "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding"
+            )
+        })
+        .collect();
+    rbac.iter_mut().for_each(&edit);
+    let (ok, text) = kubectl_stdin(&["apply", "-f", "-"], &to_yaml(&rbac));
+    assert!(ok, "{text}");
+    let sa = format!("{release}-wave");
+    let out = cluster()
+        .kubectl()
+        .args(["create", "token", &sa, "-n", release_ns, "--duration=1h"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let port = std::fs::read_to_string(cluster().dir().join("api-port")).unwrap();
+    let ca = cluster().dir().join("pki/ca.crt");
+    // Only the token: a client certificate would win and the test would silently run as admin.
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster: {{server: \"https://127.0.0.1:{}\", certificate-authority: \"{}\"}}\n\
+         users:\n- name: sa\n  user: {{token: \"{token}\"}}\ncontexts:\n- name: t\n  context: {{cluster: t, user: sa}}\ncurrent-context: t\n",
+        port.trim(),
+        ca.display()
+    );
+    let path = cluster().dir().join(format!("{release}.kubeconfig"));
+    std::fs::write(&path, kubeconfig).unwrap();
+    path
+}
+
+/// The core scenario: opting in sets the hash; a ConfigMap change rolls.
+async fn core_scenario(client: &kube::Client, ns: &str) {
+    create_configmap(client, ns, "cfg", json!({"a": "1"})).await;
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
+    create_workload(client, ns, WorkloadKind::Deployment, "web", opted_in(&[]), spec).await;
+    let first = wait_hash_change(client, ns, WorkloadKind::Deployment, "web", None).await;
+    patch_configmap(client, ns, "cfg", json!({"data": {"a": "2"}})).await;
+    wait_hash_change(client, ns, WorkloadKind::Deployment, "web", Some(&first)).await;
+}
+
+#[tokio::test]
+async fn wave_runs_as_the_charts_service_account_with_its_cluster_role_and_lease_role() {
+    let (client, ns) = setup("rbac-cluster").await;
+    let release_ns = testenv::namespace(&client, "rbac-release").await;
+    let release = format!("c{}", std::process::id());
+    let kubeconfig = chart_identity(&release, &release_ns, &["replicas=2"], |_| {});
+    // Scoped to this test's namespace so it leaves other tests' workloads alone; the ClusterRole allows it.
+    let wave = Wave::start_as(
+        &kubeconfig,
+        &[&ns],
+        &[
+            "--update-rate=inf",
+            "--leader-election",
+            &format!("--leader-election-namespace={release_ns}"),
+            &format!("--leader-election-id={release}-wave"),
+        ],
+    )
+    .await;
+    wait_for("leadership", TIMEOUT, || async {
+        (wave.metric("wave_leader", &[]) == 1.0).then_some(())
+    })
+    .await;
+    core_scenario(&client, &ns).await;
+    assert_eq!(
+        wave.metric("wave_watch_errors_total", &[]),
+        0.0,
+        "{}",
+        wave.output()
+    );
+    let events = events_for(&client, &ns, "web").await;
+    assert!(
+        events.iter().any(|(_, r, _)| r == "ConfigChanged"),
+        "Events are allowed: {events:?}"
+    );
+}
+
+#[tokio::test]
+async fn namespaced_rbac_is_enough_and_wave_never_lists_cluster_wide() {
+    let (client, a) = setup("rbac-ns-a").await;
+    let b = testenv::namespace(&client, "rbac-ns-b").await;
+    let release_ns = testenv::namespace(&client, "rbac-ns-release").await;
+    let release = format!("n{}", std::process::id());
+    let namespaces = format!("namespaces={{{a},{b}}}");
+    let kubeconfig = chart_identity(
+        &release,
+        &release_ns,
+        &["rbac.namespaced=true", &namespaces],
+        |_| {},
+    );
+    let wave = Wave::start_as(&kubeconfig, &[&a, &b], &["--update-rate=inf"]).await;
+    core_scenario(&client, &a).await;
+    core_scenario(&client, &b).await;
+    // Any cluster-wide list or watch would have been forbidden and shown as a watch error.
+    assert_eq!(
+        wave.metric("wave_watch_errors_total", &[]),
+        0.0,
+        "{}",
+        wave.output()
+    );
+}
+
+#[tokio::test]
+async fn a_missing_verb_is_named_in_the_log_and_makes_readyz_fail() {
+    let (client, ns) = setup("rbac-missing").await;
+    let release_ns = testenv::namespace(&client, "rbac-missing-release").await;
+    let release = format!("m{}", std::process::id());
+    let namespaces = format!("namespaces={{{ns}}}");
+    // Remove `list` on secrets from the Role.
+    let kubeconfig = chart_identity(
+        &release,
+        &release_ns,
+        &["rbac.namespaced=true", &namespaces],
+        |v| {
+            if kind(v) == "Role" {
+                v["rules"][0]["verbs"] = serde_norway::from_str("[get, watch]").unwrap();
+            }
+        },
+    );
+    let wave = Wave::spawn(&kubeconfig, &[&ns], &[]);
+    let port = wave.health;
+    let body = wait_for("/readyz to report the permission error", TIMEOUT, || async move {
+        http_get(port, "/readyz")
+            .filter(|(s, b)| *s == 503 && b.contains("forbidden"))
+            .map(|(_, b)| b)
+    })
+    .await;
+    assert!(body.contains("secrets") && body.contains("list"), "{body}");
+    let log = wait_for("the log to name the resource and verb", TIMEOUT, || async {
+        let out = wave.output();
+        (out.contains("watch failing") && out.contains("cannot list resource \\\"secrets\\\"")
+            || out.contains("cannot list resource \"secrets\""))
+        .then_some(out)
+    })
+    .await;
+    assert!(log.contains("forbidden"), "{log}");
+}
