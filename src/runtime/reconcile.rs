@@ -278,6 +278,7 @@ pub fn record(
     result: &Result<Outcome, ReconcileError>,
     failures: u32,
 ) -> Option<Duration> {
+    track_permissions(ctx, result);
     let kind = id.kind.as_str();
     match result {
         Ok(outcome) => {
@@ -312,6 +313,26 @@ pub fn record(
             tracing::warn!(workload = %id, error = %error_chain(e), retry_in = ?backoff, "reconcile failed");
             Some(backoff)
         }
+    }
+}
+
+/// Keeps `/readyz` failing while an operation is forbidden, until the same operation succeeds.
+fn track_permissions(ctx: &Context, result: &Result<Outcome, ReconcileError>) {
+    let mut denied = ctx.permission_errors.lock().unwrap_or_else(|e| e.into_inner());
+    match result {
+        Err(e) if e.kind().ends_with("_forbidden") => {
+            denied.insert(e.kind(), error_chain(e));
+        }
+        // Content was read: reads are allowed.
+        Ok(Outcome::Noop | Outcome::Blocked) => {
+            denied.remove("fetch_config_forbidden");
+        }
+        Ok(Outcome::Written) => {
+            denied.remove("fetch_config_forbidden");
+            denied.remove("patch_workload_forbidden");
+            denied.remove("get_workload_forbidden");
+        }
+        _ => {}
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod cli;
 mod harness;
+mod image;
 mod lifecycle;
 mod operations;
 mod rollouts;

@@ -54,19 +54,9 @@ async fn a_restart_with_nothing_changed_writes_nothing_and_a_change_made_while_d
         wait_hash_change(&client, &ns, kind, &name(kind), Some(old)).await;
         wait_revisions(&client, &ns, kind, &name(kind), rev + 1).await;
     }
-    wait_for("three writes", TIMEOUT, || async {
-        (third.writes() == 3).then_some(())
-    })
-    .await;
-    wait_for("the writes' own events to be seen", TIMEOUT, || async {
-        (third.noops() >= 3).then_some(())
-    })
-    .await;
-    assert_eq!(
-        third.writes(),
-        3,
-        "exactly one rollout per workload after the restart"
-    );
+    third
+        .expect_writes(3, "exactly one rollout per workload after the restart")
+        .await;
 }
 
 #[tokio::test]
@@ -129,15 +119,12 @@ async fn only_the_leader_writes_and_a_killed_leader_is_replaced_without_losing_o
     for (kind, h) in WorkloadKind::ALL.into_iter().zip(hashes.iter_mut()) {
         *h = wait_hash_change(&client, &ns, kind, &name(kind), Some(h)).await;
     }
-    wait_for("the new leader to settle", TIMEOUT, || async {
-        (follower.noops() >= 3).then_some(())
-    })
-    .await;
-    assert_eq!(
-        follower.writes(),
-        3,
-        "one write per workload for the change made without a leader, none repeated"
-    );
+    follower
+        .expect_writes(
+            3,
+            "one write per workload for the change made without a leader, none repeated",
+        )
+        .await;
     assert!(follower.is_running());
 }
 

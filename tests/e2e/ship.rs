@@ -398,7 +398,14 @@ async fn a_missing_verb_is_named_in_the_log_and_makes_readyz_fail() {
         &["rbac.namespaced=true", &namespaces],
         |v| {
             if kind(v) == "Role" {
-                v["rules"][0]["verbs"] = serde_norway::from_str("[get, watch]").unwrap();
+                v["rules"][0] = serde_norway::from_str(
+                    "{apiGroups: [\"\"], resources: [configmaps], verbs: [get, list, watch]}",
+                )
+                .unwrap();
+                v["rules"].as_sequence_mut().unwrap().push(
+                    serde_norway::from_str("{apiGroups: [\"\"], resources: [secrets], verbs: [get, watch]}")
+                        .unwrap(),
+                );
             }
         },
     );
@@ -419,4 +426,46 @@ async fn a_missing_verb_is_named_in_the_log_and_makes_readyz_fail() {
     })
     .await;
     assert!(log.contains("forbidden"), "{log}");
+}
+
+#[tokio::test]
+async fn a_missing_patch_verb_is_named_in_the_log_an_event_and_readyz() {
+    let (client, ns) = setup("rbac-nopatch").await;
+    let release_ns = testenv::namespace(&client, "rbac-nopatch-release").await;
+    let release = format!("p{}", std::process::id());
+    let namespaces = format!("namespaces={{{ns}}}");
+    let kubeconfig = chart_identity(
+        &release,
+        &release_ns,
+        &["rbac.namespaced=true", &namespaces],
+        |v| {
+            if kind(v) == "Role" {
+                v["rules"][1]["verbs"] = serde_norway::from_str("[get, list, watch]").unwrap();
+            }
+        },
+    );
+    let wave = Wave::start_as(&kubeconfig, &[&ns], &["--update-rate=inf"]).await;
+    create_configmap(&client, &ns, "cfg", json!({"a": "1"})).await;
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
+    create_workload(&client, &ns, WorkloadKind::Deployment, "web", opted_in(&[]), spec).await;
+    let port = wave.health;
+    let body = wait_for("/readyz to report the denied patch", TIMEOUT, || async move {
+        http_get(port, "/readyz")
+            .filter(|(s, b)| *s == 503 && b.contains("permission denied"))
+            .map(|(_, b)| b)
+    })
+    .await;
+    assert!(body.contains("cannot patch resource \"deployments\""), "{body}");
+    assert!(
+        wave.output().contains("cannot patch resource"),
+        "the log names the verb and resource"
+    );
+    let events = events_for(&client, &ns, "web").await;
+    assert!(
+        events
+            .iter()
+            .any(|(t, r, _)| t == "Warning" && r == "WriteFailed"),
+        "{events:?}"
+    );
+    assert_eq!(hash_of(&client, &ns, WorkloadKind::Deployment, "web").await, None);
 }
