@@ -63,14 +63,4 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             self.notify.notify_one();
         }
     }
-
-    /// Keys waiting.
-    pub fn len(&self) -> usize {
-        self.state().len()
-    }
-
-    /// Whether nothing is waiting.
-    pub fn is_empty(&self) -> bool {
-        self.state().is_empty()
-    }
 }

@@ -314,6 +314,28 @@ fn chart_identity(release: &str, release_ns: &str, sets: &[&str], edit: impl Fn(
     path
 }
 
+/// A token kubeconfig for the chart's namespaced RBAC over `ns` alone, its Role changed by `edit`.
+async fn namespaced_identity(
+    client: &kube::Client,
+    ns: &str,
+    tag: &str,
+    edit: impl Fn(&mut Value),
+) -> PathBuf {
+    let release_ns = testenv::namespace(client, &format!("{tag}-release")).await;
+    let release = format!("{tag}-{}", std::process::id());
+    let namespaces = format!("namespaces={{{ns}}}");
+    chart_identity(
+        &release,
+        &release_ns,
+        &["rbac.namespaced=true", &namespaces],
+        |v| {
+            if kind(v) == "Role" {
+                edit(v)
+            }
+        },
+    )
+}
+
 /// The core scenario: opting in sets the hash; a ConfigMap change rolls.
 async fn core_scenario(client: &kube::Client, ns: &str) {
     create_configmap(client, ns, "cfg", json!({"a": "1"})).await;
@@ -388,27 +410,16 @@ async fn namespaced_rbac_is_enough_and_wave_never_lists_cluster_wide() {
 #[tokio::test]
 async fn a_missing_verb_is_named_in_the_log_and_makes_readyz_fail() {
     let (client, ns) = setup("rbac-missing").await;
-    let release_ns = testenv::namespace(&client, "rbac-missing-release").await;
-    let release = format!("m{}", std::process::id());
-    let namespaces = format!("namespaces={{{ns}}}");
-    // Remove `list` on secrets from the Role.
-    let kubeconfig = chart_identity(
-        &release,
-        &release_ns,
-        &["rbac.namespaced=true", &namespaces],
-        |v| {
-            if kind(v) == "Role" {
-                v["rules"][0] = serde_norway::from_str(
-                    "{apiGroups: [\"\"], resources: [configmaps], verbs: [get, list, watch]}",
-                )
+    // Remove `list` on secrets from the Role (ConfigMaps keep theirs).
+    let kubeconfig = namespaced_identity(&client, &ns, "rbac-missing", |role| {
+        role["rules"][0] =
+            serde_norway::from_str("{apiGroups: [\"\"], resources: [configmaps], verbs: [get, list, watch]}")
                 .unwrap();
-                v["rules"].as_sequence_mut().unwrap().push(
-                    serde_norway::from_str("{apiGroups: [\"\"], resources: [secrets], verbs: [get, watch]}")
-                        .unwrap(),
-                );
-            }
-        },
-    );
+        role["rules"].as_sequence_mut().unwrap().push(
+            serde_norway::from_str("{apiGroups: [\"\"], resources: [secrets], verbs: [get, watch]}").unwrap(),
+        );
+    })
+    .await;
     let wave = Wave::spawn(&kubeconfig, &[&ns], &[]);
     let port = wave.health;
     let body = wait_for("/readyz to report the permission error", TIMEOUT, || async move {
@@ -431,19 +442,11 @@ async fn a_missing_verb_is_named_in_the_log_and_makes_readyz_fail() {
 #[tokio::test]
 async fn a_missing_patch_verb_is_named_in_the_log_an_event_and_readyz() {
     let (client, ns) = setup("rbac-nopatch").await;
-    let release_ns = testenv::namespace(&client, "rbac-nopatch-release").await;
-    let release = format!("p{}", std::process::id());
-    let namespaces = format!("namespaces={{{ns}}}");
-    let kubeconfig = chart_identity(
-        &release,
-        &release_ns,
-        &["rbac.namespaced=true", &namespaces],
-        |v| {
-            if kind(v) == "Role" {
-                v["rules"][1]["verbs"] = serde_norway::from_str("[get, list, watch]").unwrap();
-            }
-        },
-    );
+    // Remove `patch` on workloads from the Role.
+    let kubeconfig = namespaced_identity(&client, &ns, "rbac-nopatch", |role| {
+        role["rules"][1]["verbs"] = serde_norway::from_str("[get, list, watch]").unwrap();
+    })
+    .await;
     let wave = Wave::start_as(&kubeconfig, &[&ns], &["--update-rate=inf"]).await;
     create_configmap(&client, &ns, "cfg", json!({"a": "1"})).await;
     let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));

@@ -68,6 +68,16 @@ fn atomic_write(dir: &Path, seq: u64, content: &str) {
     }
 }
 
+/// A watcher on `dir` with the test debounce, and a subscription taken before anything changes.
+fn watch(dir: &Path) -> (ConfigWatcher<Pair>, std::sync::mpsc::Receiver<Reload<Pair>>) {
+    let watcher = ConfigWatcher::builder(dir, parse)
+        .debounce(DEBOUNCE)
+        .build()
+        .unwrap();
+    let rx = watcher.subscribe();
+    (watcher, rx)
+}
+
 fn next_applied(rx: &std::sync::mpsc::Receiver<Reload<Pair>>) -> (u64, Arc<Pair>) {
     match rx.recv_timeout(TIMEOUT).expect("a reload within the timeout") {
         Reload::Applied { generation, config } => (generation, config),
@@ -125,11 +135,7 @@ fn every_atomic_swap_is_exactly_one_reload_and_readers_never_see_a_torn_config()
 fn plain_file_edits_reload() {
     let dir = scratch("plain");
     std::fs::write(dir.join("config"), pair(1)).unwrap();
-    let watcher = ConfigWatcher::builder(&dir, parse)
-        .debounce(DEBOUNCE)
-        .build()
-        .unwrap();
-    let rx = watcher.subscribe();
+    let (watcher, rx) = watch(&dir);
     std::fs::write(dir.join("config"), pair(22)).unwrap();
     let (generation, config) = next_applied(&rx);
     assert_eq!((generation, config.a), (1, 22));
@@ -140,11 +146,7 @@ fn plain_file_edits_reload() {
 fn a_parse_failure_keeps_the_last_good_config_and_is_reported() {
     let dir = scratch("bad");
     atomic_write(&dir, 0, &pair(5));
-    let watcher = ConfigWatcher::builder(&dir, parse)
-        .debounce(DEBOUNCE)
-        .build()
-        .unwrap();
-    let rx = watcher.subscribe();
+    let (watcher, rx) = watch(&dir);
     atomic_write(&dir, 1, "this is not a config");
     match rx.recv_timeout(TIMEOUT).unwrap() {
         Reload::Failed { error } => assert!(error.contains("bad line"), "{error}"),
@@ -170,11 +172,7 @@ fn the_initial_parse_error_is_returned() {
 fn a_removed_directory_is_reported_and_its_return_reloads() {
     let dir = scratch("gone");
     atomic_write(&dir, 0, &pair(1));
-    let watcher = ConfigWatcher::builder(&dir, parse)
-        .debounce(DEBOUNCE)
-        .build()
-        .unwrap();
-    let rx = watcher.subscribe();
+    let (watcher, rx) = watch(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(matches!(rx.recv_timeout(TIMEOUT).unwrap(), Reload::DirectoryGone));
     assert_eq!(
@@ -191,11 +189,7 @@ fn a_removed_directory_is_reported_and_its_return_reloads() {
 fn a_rename_storm_coalesces_and_ends_on_the_last_config() {
     let dir = scratch("storm");
     atomic_write(&dir, 0, &pair(0));
-    let watcher = ConfigWatcher::builder(&dir, parse)
-        .debounce(DEBOUNCE)
-        .build()
-        .unwrap();
-    let rx = watcher.subscribe();
+    let (watcher, rx) = watch(&dir);
     for n in 1..=100 {
         atomic_write(&dir, n, &pair(n));
     }
@@ -215,11 +209,7 @@ fn a_rename_storm_coalesces_and_ends_on_the_last_config() {
 fn a_per_thread_reader_sees_every_reload() {
     let dir = scratch("reader");
     atomic_write(&dir, 0, &pair(0));
-    let watcher = ConfigWatcher::builder(&dir, parse)
-        .debounce(DEBOUNCE)
-        .build()
-        .unwrap();
-    let rx = watcher.subscribe();
+    let (watcher, rx) = watch(&dir);
     let mut reader = watcher.reader();
     assert_eq!(reader.get().a, 0);
     atomic_write(&dir, 1, &pair(1));
