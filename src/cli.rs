@@ -120,6 +120,17 @@ pub enum LogFormat {
     Json,
 }
 
+/// Where the webhook's serving certificate comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WebhookCertificate {
+    /// wave issues it from its own CA, keeps both in the Secret, renews them, and keeps the
+    /// configuration's `caBundle` current.
+    Generate,
+    /// Read it from the Secret (`tls.crt`, `tls.key`), written by cert-manager or by you, who also keep
+    /// the `caBundle` current; re-read when it changes.
+    Secret,
+}
+
 /// Flags of `wave run`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct RunArgs {
@@ -186,10 +197,44 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_CONCURRENCY", default_value_t = 8)]
     pub concurrency: usize,
 
-    /// Accepted for Wave compatibility; the webhook is not part of this release, so `true` is refused.
-    #[arg(long, env = "WAVE_ENABLE_WEBHOOKS", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", default_value = "false", action = ArgAction::Set, hide = true)]
-    pub enable_webhooks: bool,
+    /// Serve the mutating admission webhook: the hash at creation, and pods held by a scheduling gate
+    /// until their required config exists (`--enable-webhooks`, Wave's spelling, works too).
+    #[arg(long, alias = "enable-webhooks", env = "WAVE_ENABLE_WEBHOOK", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
+    pub enable_webhook: bool,
+
+    /// Address of the webhook's HTTPS server.
+    #[arg(long, env = "WAVE_WEBHOOK_BIND_ADDRESS", default_value = ":9443")]
+    pub webhook_bind_address: String,
+
+    /// The MutatingWebhookConfiguration whose `caBundle` wave keeps current.
+    #[arg(long, env = "WAVE_WEBHOOK_CONFIGURATION_NAME", default_value = "wave")]
+    pub webhook_configuration_name: String,
+
+    /// The Secret (in wave's namespace) that holds the webhook's CA and serving certificate.
+    #[arg(long, env = "WAVE_WEBHOOK_SECRET_NAME", default_value = "wave-webhook-tls")]
+    pub webhook_secret_name: String,
+
+    /// Where the serving certificate comes from.
+    #[arg(
+        long,
+        env = "WAVE_WEBHOOK_CERTIFICATE",
+        value_enum,
+        default_value = "generate"
+    )]
+    pub webhook_certificate: WebhookCertificate,
+
+    /// Namespace of that Secret; defaults like `--leader-election-namespace`.
+    #[arg(long, env = "WAVE_WEBHOOK_SECRET_NAMESPACE")]
+    pub webhook_secret_namespace: Option<String>,
+
+    /// The Service in front of the webhook, named in the serving certificate (`NAME.NAMESPACE.svc`).
+    #[arg(long, env = "WAVE_WEBHOOK_SERVICE_NAME", default_value = "wave-webhook")]
+    pub webhook_service_name: String,
+
+    /// How long the scheduling gate may hold a workload's pods before it is released with a Warning.
+    #[arg(long, env = "WAVE_MAX_GATE_DURATION", default_value = "10m", value_parser = parse_go_duration)]
+    pub max_gate_duration: Duration,
 
     /// controller-runtime logging flags, accepted so Wave's arguments work; `--zap-encoder=json` selects
     /// JSON logs and `--zap-log-level` the level.

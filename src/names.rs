@@ -17,6 +17,11 @@ pub const INVALID_SCHEDULER: &str = "wave.pusher.com/invalid";
 /// The scheduler a template uses when `schedulerName` is unset.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
+/// The pod scheduling gate wave's webhook adds while required config is missing.
+pub const SCHEDULING_GATE: &str = "wave.pusher.com/config";
+/// Workload annotation: when wave's webhook gated it (RFC 3339), for `--max-gate-duration`.
+pub const GATED_AT: &str = "wave.pusher.com/gated-at";
+
 /// Field manager of every write wave makes, so `managedFields` attribute the hash to wave.
 pub const FIELD_MANAGER: &str = "wave";
 /// Controller name reported on Events.
@@ -28,12 +33,18 @@ pub const DEFAULT_LEASE_NAME: &str = "wave";
 pub mod reason {
     /// Normal: the hash on the pod template was updated.
     pub const CONFIG_CHANGED: &str = "ConfigChanged";
-    /// Normal: a Wave-gated workload's scheduler was restored.
+    /// Warning (Normal in Wave): the webhook held the pods because required config is missing.
+    pub const SCHEDULING_DISABLED: &str = "SchedulingDisabled";
+    /// Normal: a Wave-gated workload's scheduler was restored, or wave's gate released.
     pub const SCHEDULING_ENABLED: &str = "SchedulingEnabled";
     /// Warning: required config is missing, so nothing was written.
     pub const CONFIG_MISSING: &str = "ConfigMissing";
     /// Warning: the write of the hash failed.
     pub const WRITE_FAILED: &str = "WriteFailed";
+    /// Normal: pods that wave's released gate held were deleted, for their controller to recreate.
+    pub const HELD_PODS_DELETED: &str = "HeldPodsDeleted";
+    /// Warning: the scheduling gate was held longer than `--max-gate-duration` and was released.
+    pub const GATE_TIMED_OUT: &str = "GateTimedOut";
 }
 
 /// Event `action` values (events.k8s.io/v1 requires one).
@@ -42,4 +53,6 @@ pub mod action {
     pub const UPDATE_CONFIG_HASH: &str = "UpdateConfigHash";
     /// Checking that every required config object and key exists.
     pub const CHECK_CONFIG: &str = "CheckConfig";
+    /// Holding or releasing pods with the scheduling gate.
+    pub const GATE_SCHEDULING: &str = "GateScheduling";
 }

@@ -103,13 +103,13 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
             None,
         )
     } else {
-        match plan::plan(&workload, &refs, &fetched) {
+        match plan::plan(&workload, &refs, &fetched, &plan::GatePolicy::default()) {
             Plan::Noop => (
                 "up-to-date",
                 "the hash on the template matches the config".into(),
                 Some(desired),
             ),
-            Plan::Blocked { missing } => ("waiting", missing_message(&missing), None),
+            Plan::Blocked { missing, .. } => ("waiting", missing_message(&missing), None),
             Plan::Write(w) if w.hash.is_some() => (
                 "rollout-pending",
                 match workload.current_hash() {
@@ -118,9 +118,22 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
                 },
                 Some(desired),
             ),
+            Plan::Write(w) if w.release_gate.is_some() => (
+                "rollout-pending",
+                format!(
+                    "the scheduling gate {} is to be released",
+                    crate::names::SCHEDULING_GATE
+                ),
+                Some(desired),
+            ),
             Plan::Write(_) => (
                 "rollout-pending",
                 "scheduling gated by Wave is to be restored".into(),
+                Some(desired),
+            ),
+            Plan::DeleteHeldPods => (
+                "rollout-pending",
+                "pods held by the released scheduling gate are to be deleted".into(),
                 Some(desired),
             ),
         }

@@ -10,6 +10,7 @@
 //! Nothing here talks to the network or reads the clock; the controller, the CLI and the webhook all
 //! call these same functions, so each rule has one implementation.
 
+pub mod admission;
 pub mod hash;
 pub mod impact;
 pub mod index;

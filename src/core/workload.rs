@@ -152,9 +152,37 @@ impl Workload {
             .map(String::as_str)
     }
 
-    /// Whether wave has anything to do for this workload: it opted in, or Wave left it gated.
+    /// The pod template's scheduling gate names.
+    pub fn scheduling_gates(&self) -> Vec<&str> {
+        let gates = self
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_gates.as_deref())
+            .unwrap_or_default();
+        gates.iter().map(|g| g.name.as_str()).collect()
+    }
+
+    /// Whether wave's webhook holds this workload's pods with its scheduling gate.
+    pub fn has_scheduling_gate(&self) -> bool {
+        self.scheduling_gates().contains(&names::SCHEDULING_GATE)
+    }
+
+    /// When wave's webhook gated the workload, if it says.
+    pub fn gated_at(&self) -> Option<k8s_openapi::jiff::Timestamp> {
+        self.annotations.get(names::GATED_AT)?.parse().ok()
+    }
+
+    /// Whether the gate was released from the template but pods it held may still exist: the
+    /// StatefulSet and DaemonSet controllers do not replace them on their own (see `core::plan`).
+    pub fn has_held_pods(&self) -> bool {
+        self.annotations.contains_key(names::GATED_AT) && !self.has_scheduling_gate()
+    }
+
+    /// Whether wave has anything to do for this workload: it opted in, a gate (Wave's or wave's) is
+    /// to be released, or pods that wave's gate held are to be cleaned up.
     pub fn needs_reconcile(&self) -> bool {
-        self.is_opted_in() || self.wave_gate().is_some()
+        self.is_opted_in() || self.wave_gate().is_some() || self.has_scheduling_gate() || self.has_held_pods()
     }
 }
 

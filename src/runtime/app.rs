@@ -26,7 +26,7 @@ use super::error::RunError;
 use super::events::EventPublisher;
 use super::metrics::Metrics;
 use super::workqueue::WorkQueue;
-use super::{admin, lease, reconcile, telemetry, watch};
+use super::{admin, lease, reconcile, telemetry, watch, webhook};
 use crate::cli::RunArgs;
 use crate::core::ratelimit::TokenBucket;
 use crate::core::tracker::{Change, Tracker};
@@ -35,13 +35,6 @@ use crate::core::workload::WorkloadRef;
 /// Runs the controller until SIGTERM/SIGINT (Ok) or until the lease is lost (Err).
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
     telemetry::init(args.effective_log_format(), &args.effective_log_level());
-    if args.enable_webhooks {
-        return Err(RunError::Unsupported(
-            "--enable-webhooks is not available in this release; without it the reconciler still keeps every \
-             hash correct (a new workload gets its hash right after creation)"
-                .into(),
-        ));
-    }
     let client = Client::try_default()
         .await
         .map_err(|e| RunError::KubeConfig(Box::new(e)))?;
@@ -63,6 +56,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         leader: AtomicBool::new(!args.leader_election),
         reported_missing: Mutex::new(HashMap::new()),
         permission_errors: Mutex::default(),
+        max_gate: args.max_gate_duration,
     });
     if !args.leader_election {
         metrics.leader.set(1);
@@ -84,6 +78,32 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         shutdown.clone(),
     )
     .await?;
+    if args.enable_webhook {
+        let bind = admin::parse_bind_address(&args.webhook_bind_address)
+            .ok()
+            .flatten()
+            .ok_or_else(|| {
+                RunError::Webhook(format!(
+                    "{:?} is not a webhook address",
+                    args.webhook_bind_address
+                ))
+            })?;
+        let namespace = lease::lease_namespace(args.webhook_secret_namespace.as_deref());
+        let svc = &args.webhook_service_name;
+        let config = webhook::WebhookConfig {
+            bind,
+            dns_names: vec![
+                format!("{svc}.{namespace}.svc"),
+                format!("{svc}.{namespace}.svc.cluster.local"),
+                "localhost".into(),
+            ],
+            namespace,
+            secret_name: args.webhook_secret_name.clone(),
+            certificate: args.webhook_certificate,
+            configuration_name: args.webhook_configuration_name.clone(),
+        };
+        webhook::serve(ctx.clone(), config, shutdown.clone()).await?;
+    }
     let changes = watch::changes(&client, &scopes, ctx.watch_health.clone(), &metrics);
     tokio::spawn(route(ctx.clone(), changes));
     let failures = Arc::new(Mutex::new(HashMap::new()));

@@ -37,6 +37,8 @@ pub struct Context {
     pub leader: AtomicBool,
     /// The last missing-config message reported per workload, so each distinct set is reported once.
     pub reported_missing: Mutex<HashMap<WorkloadRef, String>>,
+    /// `--max-gate-duration`: how long wave's scheduling gate may hold pods.
+    pub max_gate: std::time::Duration,
     /// Permission errors of reconciles, by error kind, until the same operation succeeds again.
     pub permission_errors: Mutex<BTreeMap<&'static str, String>>,
 }

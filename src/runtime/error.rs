@@ -34,6 +34,15 @@ pub enum ReconcileError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// Deleting the pods a released scheduling gate held failed.
+    #[error("deleting the pods the scheduling gate held for {workload} failed")]
+    DeleteHeldPods {
+        /// The workload.
+        workload: WorkloadRef,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
     /// The workload kept changing under us.
     #[error("{workload} changed during each of {attempts} write attempts")]
     Conflict {
@@ -51,6 +60,7 @@ impl ReconcileError {
             ReconcileError::FetchConfig { source, .. } => api_kind("fetch_config", source),
             ReconcileError::GetWorkload { source, .. } => api_kind("get_workload", source),
             ReconcileError::PatchWorkload { source, .. } => api_kind("patch_workload", source),
+            ReconcileError::DeleteHeldPods { source, .. } => api_kind("delete_held_pods", source),
             ReconcileError::Conflict { .. } => "conflict",
         }
     }
@@ -62,6 +72,7 @@ fn api_kind(op: &'static str, e: &kube::Error) -> &'static str {
         ("get_workload", Some(403)) => "get_workload_forbidden",
         ("patch_workload", Some(403)) => "patch_workload_forbidden",
         ("patch_workload", Some(422)) => "patch_workload_invalid",
+        ("delete_held_pods", Some(403)) => "delete_held_pods_forbidden",
         _ => op,
     }
 }
@@ -128,9 +139,9 @@ pub enum RunError {
         /// Lease name.
         name: String,
     },
-    /// A flag value the controller cannot honour.
-    #[error("{0}")]
-    Unsupported(String),
+    /// The webhook could not be set up (certificate, Secret or configuration).
+    #[error("webhook: {0}")]
+    Webhook(String),
 }
 
 impl RunError {
@@ -141,7 +152,7 @@ impl RunError {
             RunError::Bind { .. } => "bind",
             RunError::Lease { .. } => "lease",
             RunError::LeaseLost { .. } => "lease_lost",
-            RunError::Unsupported(_) => "unsupported",
+            RunError::Webhook(_) => "webhook",
         }
     }
 }

@@ -40,6 +40,13 @@ pub struct ResourceLabel {
     pub resource: &'static str,
 }
 
+/// Labels `{result}` of webhook requests.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    /// `hashed`, `gated`, `unchanged` or `error` (admitted unmodified).
+    pub result: &'static str,
+}
+
 /// Every metric wave serves.
 #[derive(Clone)]
 pub struct Metrics {
@@ -71,6 +78,8 @@ pub struct Metrics {
     pub watch_errors: Family<ResourceLabel, Counter>,
     /// 1 while this replica is the leader.
     pub leader: Gauge,
+    /// Admission requests by result.
+    pub webhook_requests: Family<WebhookLabels, Counter>,
 }
 
 impl Metrics {
@@ -91,6 +100,7 @@ impl Metrics {
             watch_events: Family::default(),
             watch_errors: Family::default(),
             leader: Gauge::default(),
+            webhook_requests: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("wave");
         r.register(
@@ -151,6 +161,11 @@ impl Metrics {
         r.register("watch_events", "Watch events by resource", m.watch_events.clone());
         r.register("watch_errors", "Watch errors by resource", m.watch_errors.clone());
         r.register("leader", "1 while this replica is the leader", m.leader.clone());
+        r.register(
+            "webhook_requests",
+            "Admission requests by result (error: admitted unmodified)",
+            m.webhook_requests.clone(),
+        );
         m
     }
 }

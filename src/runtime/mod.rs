@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod reconcile;
 pub mod telemetry;
 pub mod watch;
+pub mod webhook;
 pub mod workqueue;
 
 pub use app::run;

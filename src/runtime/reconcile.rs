@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use kube::api::{Patch, PatchParams};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client};
 
 use super::content;
@@ -22,7 +24,7 @@ use super::error::{self, ReconcileError};
 use super::events::EventType;
 use super::metrics::{KindLabel, KindResult};
 use crate::core::hash::missing_message;
-use crate::core::plan::{self, Plan, Write};
+use crate::core::plan::{self, GateReason, Plan, Write};
 use crate::core::workload::{Workload, WorkloadKind, WorkloadRef};
 use crate::names::{self, action, reason};
 
@@ -38,12 +40,20 @@ pub enum Outcome {
     NotLeader,
     /// Nothing to write.
     Noop,
-    /// Required config is missing; nothing was written.
-    Blocked,
+    /// Required config is missing; nothing was written. A gated workload is checked again when its
+    /// gate times out.
+    Blocked {
+        /// When to check again.
+        recheck_after: Option<Duration>,
+    },
     /// The write was made.
     Written,
     /// No write token: try again after this long.
     RateLimited(Duration),
+    /// The pods held by a released gate were deleted, and the mark removed.
+    HeldPodsDeleted,
+    /// The workload's controller has not yet seen wave's last write: look again after this long.
+    Waiting(Duration),
 }
 
 impl Outcome {
@@ -53,9 +63,11 @@ impl Outcome {
             Outcome::Gone => "gone",
             Outcome::NotLeader => "not_leader",
             Outcome::Noop => "noop",
-            Outcome::Blocked => "blocked",
+            Outcome::Blocked { .. } => "blocked",
             Outcome::Written => "written",
             Outcome::RateLimited(_) => "rate_limited",
+            Outcome::HeldPodsDeleted => "held_pods_deleted",
+            Outcome::Waiting(_) => "waiting",
         }
     }
 }
@@ -83,16 +95,24 @@ pub async fn reconcile(
             tracing::warn!(workload = %id, "{skipped}; skipped");
         }
         let fetched = ctx.content.resolve(&refs, &ctx.tracker).await?;
-        let write = match plan::plan(&workload, &refs, &fetched) {
+        let policy = plan::GatePolicy {
+            now: k8s_openapi::jiff::Timestamp::now(),
+            max_gate: ctx.max_gate,
+        };
+        let write = match plan::plan(&workload, &refs, &fetched, &policy) {
             Plan::Noop => {
                 forget_missing(ctx, id);
                 return Ok(Outcome::Noop);
             }
-            Plan::Blocked { missing } => {
+            Plan::Blocked {
+                missing,
+                recheck_after,
+            } => {
                 report_missing(ctx, &workload, missing_message(&missing)).await;
-                return Ok(Outcome::Blocked);
+                return Ok(Outcome::Blocked { recheck_after });
             }
             Plan::Write(write) => write,
+            Plan::DeleteHeldPods => return delete_held_pods(ctx, &workload).await,
         };
         let now = Instant::now();
         if let Err(wait) = ctx
@@ -172,6 +192,31 @@ async fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggere
         )
         .await;
     }
+    if let Some(release) = &write.release_gate {
+        let gate = names::SCHEDULING_GATE;
+        let (type_, reason, note) = match release.reason {
+            GateReason::ConfigReady => (
+                EventType::Normal,
+                reason::SCHEDULING_ENABLED,
+                format!("Released the scheduling gate {gate}: all required config exists."),
+            ),
+            GateReason::OptedOut => (
+                EventType::Normal,
+                reason::SCHEDULING_ENABLED,
+                format!("Released the scheduling gate {gate}: the workload no longer opts in."),
+            ),
+            GateReason::TimedOut => (
+                EventType::Warning,
+                reason::GATE_TIMED_OUT,
+                format!(
+                    "Released the scheduling gate {gate} after {:?}: required config is still missing.",
+                    ctx.max_gate
+                ),
+            ),
+        };
+        tracing::info!(workload = %workload.id, reason, "scheduling gate released");
+        publish(ctx, workload, type_, reason, action::GATE_SCHEDULING, note).await;
+    }
     if write.restore_scheduler.is_some() {
         tracing::info!(workload = %workload.id, "scheduling restored");
         let note = "Enabled scheduling since all children became available.".to_string();
@@ -185,6 +230,147 @@ async fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggere
         )
         .await;
     }
+}
+
+/// How soon to look again while a StatefulSet or DaemonSet controller has not yet seen the release.
+const CONTROLLER_CATCH_UP: Duration = Duration::from_secs(1);
+
+/// The part of a StatefulSet or DaemonSet that cleaning up held pods needs.
+struct PodOwner {
+    uid: String,
+    /// `metadata.generation` is ahead of `status.observedGeneration`: the controller has not yet seen
+    /// the released template, and may still create gated pods.
+    catching_up: bool,
+    /// `spec.selector.matchLabels` as a label selector (the owner check below is what decides).
+    selector: String,
+}
+
+/// Deletes the pods that wave's released scheduling gate held, then removes the `gated-at` mark
+/// (`core::plan` explains why). Those pods never ran, so their controller recreating them from the
+/// released template is not a restart.
+async fn delete_held_pods(ctx: &Context, workload: &Workload) -> Result<Outcome, ReconcileError> {
+    let id = &workload.id;
+    let failed = |source| ReconcileError::DeleteHeldPods {
+        workload: id.clone(),
+        source: Box::new(source),
+    };
+    let Some(owner) = pod_owner(&ctx.client, id).await.map_err(failed)? else {
+        return Ok(Outcome::Gone);
+    };
+    if owner.catching_up {
+        return Ok(Outcome::Waiting(CONTROLLER_CATCH_UP));
+    }
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &id.namespace);
+    let listed = pods
+        .list(&ListParams::default().labels(&owner.selector))
+        .await
+        .map_err(failed)?;
+    let held: Vec<Pod> = listed
+        .items
+        .into_iter()
+        .filter(|p| is_held_pod(p, &owner.uid))
+        .collect();
+    for pod in &held {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: pod.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match pods.delete(name, &params).await {
+            Ok(_) => tracing::info!(workload = %id, pod = name, "deleted a pod the scheduling gate held"),
+            Err(e) if error::is_not_found(&e) || error::is_conflict(&e) => {}
+            Err(e) => return Err(failed(e)),
+        }
+    }
+    // Guarded by the uid, not the resourceVersion: the controller's status updates after the deletes
+    // would make that fail, and removing the mark from the same object is right whatever changed.
+    let body = serde_json::json!({ "metadata": {
+        "uid": owner.uid,
+        "annotations": { (names::GATED_AT): null },
+    }});
+    match patch(&ctx.client, id, &body).await {
+        Ok(()) => {}
+        // Deleted, or deleted and re-created: a new object has its own mark.
+        Err(e) if error::is_not_found(&e) || error::is_conflict(&e) => return Ok(Outcome::Gone),
+        Err(source) => {
+            return Err(ReconcileError::PatchWorkload {
+                workload: id.clone(),
+                source: Box::new(source),
+            });
+        }
+    }
+    if !held.is_empty() {
+        let note = format!(
+            "Deleted {} pod(s) held by the released scheduling gate {}; the {} controller recreates them from the current template.",
+            held.len(),
+            names::SCHEDULING_GATE,
+            id.kind
+        );
+        publish(
+            ctx,
+            workload,
+            EventType::Normal,
+            reason::HELD_PODS_DELETED,
+            action::GATE_SCHEDULING,
+            note,
+        )
+        .await;
+    }
+    Ok(Outcome::HeldPodsDeleted)
+}
+
+/// Whether `pod` is controlled by the workload `owner_uid` and still carries wave's gate.
+fn is_held_pod(pod: &Pod, owner_uid: &str) -> bool {
+    let controlled = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.uid == owner_uid);
+    let gated = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|gates| gates.iter().any(|g| g.name == names::SCHEDULING_GATE));
+    controlled && gated && pod.metadata.deletion_timestamp.is_none()
+}
+
+async fn pod_owner(client: &Client, id: &WorkloadRef) -> Result<Option<PodOwner>, kube::Error> {
+    fn owner(meta: ObjectMeta, observed: Option<i64>, selector: LabelSelector) -> PodOwner {
+        let selector = selector
+            .match_labels
+            .unwrap_or_default()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        PodOwner {
+            uid: meta.uid.unwrap_or_default(),
+            catching_up: observed.unwrap_or_default() < meta.generation.unwrap_or_default(),
+            selector,
+        }
+    }
+    let ns = &id.namespace;
+    Ok(match id.kind {
+        WorkloadKind::Deployment => None,
+        WorkloadKind::StatefulSet => Api::<StatefulSet>::namespaced(client.clone(), ns)
+            .get_opt(&id.name)
+            .await?
+            .map(|s| {
+                let observed = s.status.and_then(|st| st.observed_generation);
+                owner(s.metadata, observed, s.spec.unwrap_or_default().selector)
+            }),
+        WorkloadKind::DaemonSet => Api::<DaemonSet>::namespaced(client.clone(), ns)
+            .get_opt(&id.name)
+            .await?
+            .map(|d| {
+                let observed = d.status.and_then(|st| st.observed_generation);
+                owner(d.metadata, observed, d.spec.unwrap_or_default().selector)
+            }),
+    })
 }
 
 async fn report_missing(ctx: &Context, workload: &Workload, message: String) {
@@ -290,7 +476,8 @@ pub fn record(
                 })
                 .inc();
             match outcome {
-                Outcome::RateLimited(wait) => Some(*wait),
+                Outcome::RateLimited(wait) | Outcome::Waiting(wait) => Some(*wait),
+                Outcome::Blocked { recheck_after } => *recheck_after,
                 _ => None,
             }
         }
@@ -324,13 +511,16 @@ fn track_permissions(ctx: &Context, result: &Result<Outcome, ReconcileError>) {
             denied.insert(e.kind(), error_chain(e));
         }
         // Content was read: reads are allowed.
-        Ok(Outcome::Noop | Outcome::Blocked) => {
+        Ok(Outcome::Noop | Outcome::Blocked { .. }) => {
             denied.remove("fetch_config_forbidden");
         }
         Ok(Outcome::Written) => {
             denied.remove("fetch_config_forbidden");
             denied.remove("patch_workload_forbidden");
             denied.remove("get_workload_forbidden");
+        }
+        Ok(Outcome::HeldPodsDeleted) => {
+            denied.remove("delete_held_pods_forbidden");
         }
         _ => {}
     }

@@ -10,3 +10,4 @@ mod lifecycle;
 mod operations;
 mod rollouts;
 mod ship;
+mod webhook;

@@ -71,20 +71,34 @@ fn kind(v: &Value) -> &str {
     v.get("kind").and_then(Value::as_str).unwrap_or_default()
 }
 
-const SERVICE_MONITOR_CRD: &str = r#"
+/// A schemaless stand-in for a CRD the chart can use (the Prometheus operator's, cert-manager's), so the
+/// apiserver can dry-run the objects without the operator installed.
+fn stub_crd(group: &str, kind: &str) -> String {
+    let plural = format!("{}s", kind.to_lowercase());
+    format!(
+        r#"
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: servicemonitors.monitoring.coreos.com}
+metadata: {{name: {plural}.{group}}}
 spec:
-  group: monitoring.coreos.com
-  names: {kind: ServiceMonitor, plural: servicemonitors, singular: servicemonitor, listKind: ServiceMonitorList}
+  group: {group}
+  names: {{kind: {kind}, plural: {plural}, singular: {singular}, listKind: {kind}List}}
   scope: Namespaced
   versions:
   - name: v1
     served: true
     storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-"#;
+    schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}
+"#,
+        singular = kind.to_lowercase()
+    )
+}
+
+const STUB_CRDS: [(&str, &str); 3] = [
+    ("monitoring.coreos.com", "ServiceMonitor"),
+    ("cert-manager.io", "Issuer"),
+    ("cert-manager.io", "Certificate"),
+];
 
 #[tokio::test]
 async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
@@ -100,18 +114,21 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
     let (client, ns) = setup("chart").await;
     let a = testenv::namespace(&client, "chart-a").await;
     let b = testenv::namespace(&client, "chart-b").await;
-    let (ok, text) = kubectl_stdin(&["apply", "-f", "-"], SERVICE_MONITOR_CRD);
-    assert!(ok, "{text}");
-    wait_for("the ServiceMonitor CRD to be served", TIMEOUT, || async {
-        cluster()
-            .kubectl()
-            .args(["get", "servicemonitors", "-A"])
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|_| ())
-    })
-    .await;
+    for (group, kind) in STUB_CRDS {
+        let (ok, text) = kubectl_stdin(&["apply", "-f", "-"], &stub_crd(group, kind));
+        assert!(ok, "{text}");
+        let resource = format!("{}s.{group}", kind.to_lowercase());
+        wait_for(&format!("the {kind} CRD to be served"), TIMEOUT, || async {
+            cluster()
+                .kubectl()
+                .args(["get", &resource, "-A"])
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|_| ())
+        })
+        .await;
+    }
     let namespaces = format!("namespaces={{{a},{b}}}");
     let value_sets: Vec<Vec<&str>> = vec![
         vec![],
@@ -135,6 +152,20 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
             "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
             "topologySpreadConstraints[0].labelSelector.matchLabels.app=wave",
         ],
+        vec!["webhook.enabled=true", "replicas=2"],
+        vec!["webhook.enabled=true", "rbac.namespaced=true", &namespaces],
+        vec![
+            "webhook.enabled=true",
+            "webhook.certManager.enabled=true",
+            "webhook.objectSelector.matchLabels.team=platform",
+            "webhook.namespaceSelector.matchLabels.wave=enabled",
+        ],
+        vec![
+            "webhook.enabled=true",
+            "webhook.certManager.enabled=true",
+            "webhook.certManager.issuerRef.name=cluster-ca",
+            "webhook.certManager.issuerRef.kind=ClusterIssuer",
+        ],
     ];
     for (i, sets) in value_sets.iter().enumerate() {
         let rendered = helm_template(&format!("dry{i}"), &ns, sets);
@@ -146,6 +177,17 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
         r.contains("--update-rate=inf") && r.contains("--update-burst=0"),
         "0 disables the rate, as documented"
     );
+    let r = helm_template("hook", &ns, &["webhook.enabled=true", &namespaces]);
+    assert!(
+        r.contains("--webhook-certificate=generate") && r.contains(&format!("values: [\"{a}\",\"{b}\"]")),
+        "the webhook sees only the watched namespaces:\n{r}"
+    );
+    let r = helm_template(
+        "hook",
+        &ns,
+        &["webhook.enabled=true", "webhook.certManager.enabled=true"],
+    );
+    assert!(r.contains("--webhook-certificate=secret") && r.contains("cert-manager.io/inject-ca-from"));
     let r = helm_template("ha", &ns, &["replicas=2"]);
     assert!(r.contains("kind: PodDisruptionBudget") && r.contains("--leader-election=true"));
 }
@@ -279,7 +321,12 @@ async fn the_charts_pod_is_admitted_under_the_restricted_pod_security_standard()
 
 /// Applies the ServiceAccount and RBAC the chart renders with `sets` in release namespace `release_ns`,
 /// and returns a kubeconfig that authenticates only with that ServiceAccount's token.
-fn chart_identity(release: &str, release_ns: &str, sets: &[&str], edit: impl Fn(&mut Value)) -> PathBuf {
+pub(crate) fn chart_identity(
+    release: &str,
+    release_ns: &str,
+    sets: &[&str],
+    edit: impl Fn(&mut Value),
+) -> PathBuf {
     let mut rbac: Vec<Value> = docs(&helm_template(release, release_ns, sets))
         .into_iter()
         .filter(|d| {

@@ -38,6 +38,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create]
+{{- if .Values.webhook.enabled }}
+# Pods held by the released scheduling gate, which StatefulSets and DaemonSets never replace.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, delete]
+{{- end }}
+{{- end -}}
+
+{{- define "wave.webhookSecretName" -}}
+{{ include "wave.fullname" . }}-webhook-tls
+{{- end -}}
+
+{{- define "wave.webhookServiceName" -}}
+{{ include "wave.fullname" . }}-webhook
 {{- end -}}
 
 {{- define "wave.leaderElection" -}}
