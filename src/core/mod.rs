@@ -3,6 +3,7 @@
 //! ```text
 //! refs::discover ─► References ─┬─► hash::missing ─┐
 //!                               └─► hash::config_hash ─► plan::plan ─► Plan ─► plan::patch_body
+//!                                                      └─► admission::decide ─► Mutation ─► admission::patch_ops
 //! tracker::Tracker (watch events → view + index::RefIndex → workloads to wake)
 //! queue::QueueState (dedupe, one reconcile per key at a time)   ratelimit::TokenBucket (global writes)
 //! ```

@@ -1,5 +1,5 @@
-//! The async shell around the core: watches, the reconcile that applies a plan, the lease and the
-//! admin server. See `app` for how they are wired.
+//! The async shell around the core: watches, the reconcile that applies a plan, the lease, the
+//! admin server and the admission webhook. See `app` for how they are wired.
 
 pub mod admin;
 pub mod app;
