@@ -293,8 +293,9 @@ async fn delete_held_pods(ctx: &Context, workload: &Workload) -> Result<Outcome,
     }});
     match patch(&ctx.client, id, &body).await {
         Ok(()) => {}
-        // Deleted, or deleted and re-created: a new object has its own mark.
-        Err(e) if error::is_not_found(&e) || error::is_conflict(&e) => return Ok(Outcome::Gone),
+        // Deleted, or deleted and re-created (a different uid is refused as 422 "field is immutable"):
+        // the new object is planned on its own.
+        Err(e) if error::is_not_found(&e) || error::status_code(&e) == Some(422) => return Ok(Outcome::Gone),
         Err(source) => {
             return Err(ReconcileError::PatchWorkload {
                 workload: id.clone(),
