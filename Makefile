@@ -1,4 +1,4 @@
-# wave: make demo | make test | make cluster | make cluster-down | make static
+# wave: make demo | make test | make bench | make cluster | make cluster-down | make static
 # The control plane binaries are built once from pinned Go modules into ~/.cache/wave/testenv.
 
 SHELL := /bin/bash
@@ -8,11 +8,24 @@ STATIC_BIN := $(CURDIR)/target/$(STATIC_TARGET)/release/wave
 HADOLINT_VERSION := 2.15.1
 HADOLINT := $(HOME)/.cache/wave/tools/hadolint-$(HADOLINT_VERSION)/bin/hadolint
 
-.PHONY: test demo cluster cluster-down testenv fmt-check clippy unit static lint-dockerfile
+.PHONY: test demo cluster cluster-down testenv fmt-check clippy unit static lint-dockerfile bench bench-smoke
 
 ## test: everything CI runs: formatting, lints, the static release binary, unit and e2e tests
 test: testenv fmt-check clippy lint-dockerfile static
 	WAVE_STATIC_BIN=$(STATIC_BIN) RUST_TEST_THREADS=4 cargo test --workspace --all-targets
+	$(MAKE) bench-smoke
+
+## bench: wave beside Wave and Reloader (WAVE_GO_BIN, RELOADER_BIN: see docs/benchmarks.md); results in bench/results
+bench: testenv
+	cargo build --release --bin wave
+	cargo build --release -p wave-bench
+	WAVE_BIN=$(CURDIR)/target/release/wave target/release/wave-bench $(BENCH_ARGS)
+
+## bench-smoke: the benchmark at tiny sizes; checks only that every controller given produced every figure
+bench-smoke: testenv
+	cargo build --bin wave
+	cargo build -p wave-bench
+	WAVE_BIN=$(CURDIR)/target/debug/wave target/debug/wave-bench --smoke --out target/bench-smoke >/dev/null
 
 ## testenv: build the control-plane binaries, or reuse the cached ones
 testenv:

@@ -74,13 +74,20 @@ impl Cluster {
 
     fn start() -> Self {
         let dir = std::env::temp_dir().join(format!("wave-testenv-{}", std::process::id()));
+        Self::start_in(dir, &[])
+    }
+
+    /// Starts a control plane of its own in `dir` with extra `hack/testenv up` arguments (e.g.
+    /// `--audit`). It is torn down by [`Cluster::stop`], or when this process exits.
+    pub fn start_in(dir: PathBuf, up_args: &[&str]) -> Self {
         let script = repo_root().join("hack/testenv");
         let mut child = std::os::unix::process::CommandExt::process_group(
             Command::new("sh")
                 .arg("-c")
-                .arg(r#""$0" up "$1" >&2 && echo up || echo failed; cat >/dev/null; exec "$0" down "$1""#)
+                .arg(r#"d=$1; shift; "$0" up "$d" "$@" >&2 && echo up || echo failed; cat >/dev/null; exec "$0" down "$d""#)
                 .arg(&script)
                 .arg(&dir)
+                .args(up_args)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit()),
@@ -104,6 +111,15 @@ impl Cluster {
             dir,
             bin: bin.into(),
             _supervisor: Some(Mutex::new((child, stdin))),
+        }
+    }
+
+    /// Tears the control plane down and waits until it is gone.
+    pub fn stop(self) {
+        if let Some(supervisor) = self._supervisor {
+            let (mut child, stdin) = supervisor.into_inner().unwrap_or_else(|e| e.into_inner());
+            drop(stdin);
+            let _ = child.wait();
         }
     }
 

@@ -1,0 +1,152 @@
+//! The controllers under test: how each is started and how a workload opts in to it, and the process
+//! figures read from `/proc` (RSS, CPU time).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::Args;
+
+/// One controller binary and how to run it.
+#[derive(Clone, Debug)]
+pub struct Profile {
+    /// `wave`, `wave-go` or `reloader`.
+    pub name: &'static str,
+    /// The binary.
+    pub bin: PathBuf,
+    /// Its arguments (all write limits off, so the figures measure the controller, not its throttle).
+    pub args: Vec<String>,
+    /// The workload annotation that opts in.
+    pub opt_in: (&'static str, &'static str),
+    /// Whether it writes a hash onto every opted-in workload at start-up (Wave's model).
+    pub hashes_at_start: bool,
+}
+
+/// The profiles to run, and the peers skipped for want of a binary.
+pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
+    let wave_opt_in = ("wave.pusher.com/update-on-config-change", "true");
+    let mut run = vec![Profile {
+        name: "wave",
+        bin: args.wave_bin.clone(),
+        args: vec![
+            "run".into(),
+            "--update-rate=inf".into(),
+            format!("--metrics-bind-address=127.0.0.1:{}", testenv::free_port()),
+            format!("--health-bind-address=127.0.0.1:{}", testenv::free_port()),
+            "--log-level=warn".into(),
+        ],
+        opt_in: wave_opt_in,
+        hashes_at_start: true,
+    }];
+    let mut skipped = Vec::new();
+    match &args.wave_go_bin {
+        // Wave's metrics server binds :8080 and cannot be moved by a flag.
+        Some(bin) => run.push(Profile {
+            name: "wave-go",
+            bin: bin.clone(),
+            args: vec!["-update-rate=+Inf".into(), "-zap-log-level=error".into()],
+            opt_in: wave_opt_in,
+            hashes_at_start: true,
+        }),
+        None => skipped.push("wave-go (Wave v0.11.0): set WAVE_GO_BIN".to_string()),
+    }
+    match &args.reloader_bin {
+        // Reloader's HTTP server binds :9090 and cannot be moved by a flag.
+        Some(bin) => run.push(Profile {
+            name: "reloader",
+            bin: bin.clone(),
+            args: vec!["--reload-strategy=annotations".into(), "--log-level=error".into()],
+            opt_in: ("reloader.stakater.com/auto", "true"),
+            hashes_at_start: false,
+        }),
+        None => skipped.push("reloader (Stakater Reloader v1.4.21): set RELOADER_BIN".to_string()),
+    }
+    (run, skipped)
+}
+
+/// A running controller, stopped (by PID) on drop.
+pub struct Running {
+    child: Child,
+}
+
+impl Running {
+    /// Starts `profile` with `kubeconfig`, its output appended to `log`.
+    pub fn start(profile: &Profile, kubeconfig: &Path, log: &Path) -> std::io::Result<Running> {
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+        let child = Command::new(&profile.bin)
+            .args(&profile.args)
+            .env("KUBECONFIG", kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .stdin(Stdio::null())
+            .spawn()?;
+        Ok(Running { child })
+    }
+
+    /// Its PID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops it with SIGTERM (then SIGKILL after 10 s) and waits.
+    pub fn stop(mut self) {
+        self.terminate();
+    }
+
+    fn terminate(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        for _ in 0..100 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Whether it is still running.
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.is_alive() {
+            self.terminate();
+        }
+    }
+}
+
+/// Resident memory now and at its peak, in bytes (`VmRSS`, `VmHWM`).
+pub fn rss(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+    };
+    Some((kib("VmRSS:")? * 1024, kib("VmHWM:")? * 1024))
+}
+
+/// User plus system CPU time so far, in seconds.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / clock_ticks())
+}
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}

@@ -1,0 +1,125 @@
+//! `make bench`: wave beside Wave (Go) and Stakater Reloader, one at a time, each on a fresh control
+//! plane of `hack/testenv` populated identically, each authenticated as its own client-certificate user
+//! so that the apiserver's audit log attributes every request.
+//!
+//! ```text
+//! for each controller: testenv up --audit ─► populate ─► start ─► S4 startup, S1 latency, S3 fan-out,
+//!                      S6 storm ─► unreferenced Secrets (size A) ─► restart: S5 ─► idle: S2, S4 idle
+//!                      ─► unreferenced Secrets (size B) ─► restart ─► idle: S2 ─► stop, testenv down
+//! then: bench/results/<date>-<commit>.json (+ latest.json), a PNG chart, and the table printed
+//! ```
+//!
+//! Peers are optional: `WAVE_GO_BIN` and `RELOADER_BIN` name binaries built outside this repository
+//! (docs/benchmarks.md says how). Without them, wave is measured alone and the skipped peers are named.
+
+#![forbid(unsafe_code)]
+
+mod audit;
+mod controller;
+mod report;
+mod scenarios;
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// Sizes and where to write. The defaults are the published run; `--smoke` is a tiny one for CI.
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "wave-bench",
+    about = "wave beside Wave and Reloader (docs/benchmarks.md)"
+)]
+pub struct Args {
+    /// Namespaces that hold the S1 workloads.
+    #[arg(long, default_value_t = 50)]
+    pub namespaces: usize,
+    /// S1: opted-in Deployments, each referencing its own ConfigMap (volume) and Secret (env key).
+    #[arg(long, default_value_t = 1000)]
+    pub deployments: usize,
+    /// S1: config objects updated, one at a time.
+    #[arg(long, default_value_t = 200)]
+    pub updates: usize,
+    /// S2: Secrets that nothing references.
+    #[arg(long, default_value_t = 10_000)]
+    pub unreferenced: usize,
+    /// S2: their payload sizes in KiB, one measurement each.
+    #[arg(long, value_delimiter = ',', default_value = "32,64")]
+    pub payload_kib: Vec<usize>,
+    /// S3: Deployments referencing one Secret.
+    #[arg(long, default_value_t = 500)]
+    pub fanout: usize,
+    /// S6: Deployments referencing the Secret that changes in a burst.
+    #[arg(long, default_value_t = 100)]
+    pub storm_deployments: usize,
+    /// S6: changes in the burst (spread over 2 s).
+    #[arg(long, default_value_t = 10)]
+    pub storm_changes: usize,
+    /// S2/S4: the idle window, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub idle_seconds: u64,
+    /// Tiny sizes, for `make bench-smoke`: checks that every controller given produces every figure.
+    #[arg(long)]
+    pub smoke: bool,
+    /// Where the results go (`<UTC date>-<commit>.json` and `latest.json`).
+    #[arg(long, default_value = "bench/results")]
+    pub out: PathBuf,
+    /// The wave binary.
+    #[arg(long, env = "WAVE_BIN", default_value = "target/release/wave")]
+    pub wave_bin: PathBuf,
+    /// Wave v0.11.0, built outside this repository.
+    #[arg(long, env = "WAVE_GO_BIN")]
+    pub wave_go_bin: Option<PathBuf>,
+    /// Stakater Reloader v1.4.21, built outside this repository.
+    #[arg(long, env = "RELOADER_BIN")]
+    pub reloader_bin: Option<PathBuf>,
+}
+
+impl Args {
+    fn sized(mut self) -> Self {
+        if self.smoke {
+            self.namespaces = 2;
+            self.deployments = 6;
+            self.updates = 4;
+            self.unreferenced = 20;
+            self.payload_kib = vec![1, 2];
+            self.fanout = 5;
+            self.storm_deployments = 3;
+            self.storm_changes = 3;
+            self.idle_seconds = 2;
+        }
+        self
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse().sized();
+    let (profiles, skipped) = controller::profiles(&args);
+    for s in &skipped {
+        eprintln!("skipping {s}");
+    }
+    let mut results = Vec::new();
+    for profile in &profiles {
+        eprintln!("== {} ({})", profile.name, profile.bin.display());
+        match scenarios::run(&args, profile).await {
+            Ok(r) => results.push((profile.name, r)),
+            Err(e) => {
+                eprintln!("{}: {e}", profile.name);
+                std::process::exit(1);
+            }
+        }
+    }
+    let report = report::Report::new(&args, results);
+    if let Err(e) = report.check_complete() {
+        eprintln!("incomplete results: {e}");
+        std::process::exit(1);
+    }
+    match report.write(&args) {
+        Ok(path) => eprintln!("results: {}", path.display()),
+        Err(e) => {
+            eprintln!("writing the results: {e}");
+            std::process::exit(1);
+        }
+    }
+    println!("{}", report.markdown());
+}

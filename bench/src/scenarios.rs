@@ -1,0 +1,596 @@
+//! One controller's run: a fresh control plane, the same objects for every controller, and the six
+//! scenarios of docs/benchmarks.md in a fixed order. Every wait has a timeout.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::Args;
+use crate::audit::{self, Counts};
+use crate::controller::{self, Profile, Running};
+
+/// The annotation wave and Wave write.
+const CONFIG_HASH: &str = "wave.pusher.com/config-hash";
+/// Requests in flight while populating.
+const CREATE_CONCURRENCY: usize = 16;
+/// The namespace of the readiness probe; its requests are left out of every count.
+const CANARY_NS: &str = "bench-canary";
+
+type Error = String;
+
+/// Everything measured for one controller.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ControllerResult {
+    pub s1: Latency,
+    pub s2: Vec<Memory>,
+    pub s3: FanOut,
+    pub s4: ApiCost,
+    pub s5: Restart,
+    pub s6: Storm,
+    /// S1's latencies, for the CDF chart.
+    #[serde(skip)]
+    pub s1_samples_ms: Vec<f64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Latency {
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// Updates whose change never reached the template within 30 s.
+    pub missed: usize,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Memory {
+    pub payload_kib: usize,
+    pub unreferenced_secrets: usize,
+    pub peak_rss_mib: f64,
+    pub steady_rss_mib: f64,
+    pub idle_cpu_seconds: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FanOut {
+    pub deployments: usize,
+    pub changed: usize,
+    pub all_changed_ms: f64,
+    pub workload_writes: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ApiCost {
+    pub startup_requests: u64,
+    pub startup: Counts,
+    pub per_change_requests: f64,
+    pub per_change_workload_writes: f64,
+    pub idle_requests_per_minute: f64,
+    pub idle: Counts,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Restart {
+    pub workload_writes: u64,
+    pub ready_ms: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Storm {
+    pub deployments: usize,
+    pub changes: usize,
+    pub replicasets_per_deployment_mean: f64,
+    pub replicasets_per_deployment_max: u64,
+    pub workload_writes: u64,
+}
+
+/// Runs every scenario for `profile` on a control plane of its own.
+pub async fn run(args: &Args, profile: &Profile) -> Result<ControllerResult, Error> {
+    let dir = std::env::temp_dir().join(format!("wave-bench-{}-{}", std::process::id(), profile.name));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cluster = testenv::Cluster::start_in(dir.clone(), &["--audit", "--nodes", "1"]);
+    let result = run_on(args, profile, &cluster).await;
+    cluster.stop();
+    if result.is_ok() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+async fn run_on(
+    args: &Args,
+    profile: &Profile,
+    cluster: &testenv::Cluster,
+) -> Result<ControllerResult, Error> {
+    let client = cluster.client().await;
+    let user = format!("bench-{}", profile.name);
+    let kubeconfig = cluster.user_kubeconfig(&user, Some("system:masters"));
+    let log = cluster.dir().join("logs").join(format!("{}.log", profile.name));
+    let audit_log = cluster.dir().join("logs/audit.log");
+    let cost = |from, to| audit::count(&audit_log, &user, CANARY_NS, from, to);
+
+    let t = Instant::now();
+    populate(&client, args, profile).await?;
+    eprintln!("  populated in {:.0?}", t.elapsed());
+    let mut changes = TemplateChanges::start(&client).await?;
+    let mut r = ControllerResult::default();
+
+    // S4 at startup: until the controller handles a change (and, for hashing controllers, has hashed
+    // every workload).
+    let started = Timestamp::now();
+    let mut running = Running::start(profile, &kubeconfig, &log).map_err(|e| format!("starting: {e}"))?;
+    probe_ready(&client, &mut changes, &mut running).await?;
+    if profile.hashes_at_start {
+        wait_all_hashed(&client, args).await?;
+    }
+    let settled = Timestamp::now();
+    r.s4.startup = cost(started, settled);
+    r.s4.startup_requests = audit::total(&r.s4.startup);
+
+    // S1.
+    let from = Timestamp::now();
+    let mut samples = Vec::new();
+    for k in 0..args.updates {
+        let j = k % args.deployments;
+        let ns = format!("bench-{}", j % args.namespaces);
+        changes.drain();
+        if k % 2 == 0 {
+            let body = json!({"data": {"app.conf": format!("v{}", k + 1)}});
+            patch::<ConfigMap>(&client, &ns, &format!("cfg-{j}"), body).await?;
+        } else {
+            let body = json!({"stringData": {"password": format!("v{}", k + 1)}});
+            patch::<Secret>(&client, &ns, &format!("sec-{j}"), body).await?;
+        }
+        let t0 = Instant::now();
+        match changes
+            .wait_for(&format!("{ns}/app-{j}"), Duration::from_secs(30))
+            .await
+        {
+            Some(at) => samples.push(at.saturating_duration_since(t0).as_secs_f64() * 1000.0),
+            None => r.s1.missed += 1,
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await; // late duplicate writes still count
+    let s1_cost = cost(from, Timestamp::now());
+    r.s4.per_change_requests = audit::total(&s1_cost) as f64 / args.updates as f64;
+    r.s4.per_change_workload_writes = audit::workload_writes(&s1_cost) as f64 / args.updates as f64;
+    r.s1 = percentiles(&samples, r.s1.missed);
+    r.s1_samples_ms = samples;
+    eprintln!(
+        "  S1 p50 {:.1} ms p99 {:.1} ms, {} missed",
+        r.s1.p50_ms, r.s1.p99_ms, r.s1.missed
+    );
+
+    // S3.
+    changes.drain();
+    let from = Timestamp::now();
+    patch::<Secret>(
+        &client,
+        "bench-fanout",
+        "shared",
+        json!({"stringData": {"password": "changed"}}),
+    )
+    .await?;
+    let t0 = Instant::now();
+    let keys: HashSet<String> = (0..args.fanout)
+        .map(|k| format!("bench-fanout/fan-{k}"))
+        .collect();
+    let seen = changes.collect(&keys, Duration::from_secs(120)).await;
+    r.s3 = FanOut {
+        deployments: args.fanout,
+        changed: seen.len(),
+        all_changed_ms: seen
+            .values()
+            .max()
+            .map_or(0.0, |at| at.saturating_duration_since(t0).as_secs_f64() * 1000.0),
+        workload_writes: 0,
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    r.s3.workload_writes = audit::workload_writes(&cost(from, Timestamp::now()));
+    eprintln!(
+        "  S3 {} of {} in {:.0} ms",
+        r.s3.changed, args.fanout, r.s3.all_changed_ms
+    );
+
+    // S6.
+    let before = replicasets_per_owner(&client, "bench-storm").await?;
+    changes.drain();
+    let from = Timestamp::now();
+    for c in 0..args.storm_changes {
+        let body = json!({"stringData": {"password": format!("storm-{c}")}});
+        patch::<Secret>(&client, "bench-storm", "storm", body).await?;
+        tokio::time::sleep(Duration::from_secs(2) / args.storm_changes as u32).await;
+    }
+    changes
+        .quiet(Duration::from_secs(5), Duration::from_secs(120))
+        .await;
+    let after = replicasets_per_owner(&client, "bench-storm").await?;
+    let created: Vec<u64> = after
+        .iter()
+        .map(|(owner, n)| n.saturating_sub(before.get(owner).copied().unwrap_or(0)))
+        .collect();
+    r.s6 = Storm {
+        deployments: args.storm_deployments,
+        changes: args.storm_changes,
+        replicasets_per_deployment_mean: created.iter().sum::<u64>() as f64 / created.len().max(1) as f64,
+        replicasets_per_deployment_max: created.iter().copied().max().unwrap_or(0),
+        workload_writes: audit::workload_writes(&cost(from, Timestamp::now())),
+    };
+    eprintln!(
+        "  S6 {:.1} ReplicaSets per Deployment",
+        r.s6.replicasets_per_deployment_mean
+    );
+
+    // S2 per payload size, with S5 (restart with nothing changed) and S4 idle on the first.
+    for (i, &kib) in args.payload_kib.iter().enumerate() {
+        fill_unreferenced(&client, args.unreferenced, kib).await?;
+        running.stop();
+        let restarted = Timestamp::now();
+        let t0 = Instant::now();
+        running = Running::start(profile, &kubeconfig, &log).map_err(|e| format!("restarting: {e}"))?;
+        let ready_at = probe_ready(&client, &mut changes, &mut running).await?;
+        let idle_from = Timestamp::now();
+        let cpu0 = controller::cpu_seconds(running.pid()).unwrap_or_default();
+        tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
+        let cpu1 = controller::cpu_seconds(running.pid()).unwrap_or_default();
+        let idle_to = Timestamp::now();
+        let (rss, hwm) = controller::rss(running.pid()).ok_or("the controller exited")?;
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        r.s2.push(Memory {
+            payload_kib: kib,
+            unreferenced_secrets: args.unreferenced,
+            peak_rss_mib: mib(hwm),
+            steady_rss_mib: mib(rss),
+            idle_cpu_seconds: cpu1 - cpu0,
+        });
+        eprintln!(
+            "  S2 {kib} KiB: peak {:.1} MiB, steady {:.1} MiB",
+            mib(hwm),
+            mib(rss)
+        );
+        if i == 0 {
+            r.s5 = Restart {
+                workload_writes: audit::workload_writes(&cost(restarted, idle_to)),
+                ready_ms: ready_at.saturating_duration_since(t0).as_secs_f64() * 1000.0,
+            };
+            r.s4.idle = cost(idle_from, idle_to);
+            r.s4.idle_requests_per_minute = audit::total(&r.s4.idle) as f64 * 60.0 / args.idle_seconds as f64;
+        }
+    }
+    running.stop();
+    Ok(r)
+}
+
+fn percentiles(samples: &[f64], missed: usize) -> Latency {
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        if s.is_empty() {
+            f64::NAN
+        } else {
+            s[((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1]
+        }
+    };
+    Latency {
+        p50_ms: at(0.50),
+        p90_ms: at(0.90),
+        p99_ms: at(0.99),
+        max_ms: at(1.0),
+        missed,
+    }
+}
+
+/// The same objects for every controller; only the opt-in annotation differs.
+async fn populate(client: &Client, args: &Args, profile: &Profile) -> Result<(), Error> {
+    let mut namespaces: Vec<String> = (0..args.namespaces).map(|i| format!("bench-{i}")).collect();
+    namespaces.extend(["bench-fanout", "bench-storm", "bench-unref", CANARY_NS].map(String::from));
+    let api: Api<Namespace> = Api::all(client.clone());
+    for ns in &namespaces {
+        create(&api, json!({"metadata": {"name": ns}})).await?;
+    }
+    let (key, value) = profile.opt_in;
+    let deployment = |name: &str, env_secret: &str, volume_cm: Option<&str>| {
+        let mut spec = json!({
+            "containers": [{"name": "app", "image": "registry.invalid/app:1",
+                "env": [{"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": env_secret, "key": "password"}}}]}]
+        });
+        if let Some(cm) = volume_cm {
+            spec["volumes"] = json!([{"name": "cfg", "configMap": {"name": cm}}]);
+            spec["containers"][0]["volumeMounts"] = json!([{"name": "cfg", "mountPath": "/etc/app"}]);
+        }
+        // No replicas: the controllers act on the template; pods would only add scheduler load.
+        json!({"metadata": {"name": name, "annotations": {key: value}},
+               "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}})
+    };
+    let mut objects: Vec<(String, &'static str, serde_json::Value)> = Vec::new();
+    for j in 0..args.deployments {
+        let ns = format!("bench-{}", j % args.namespaces);
+        let (cm, sec) = (format!("cfg-{j}"), format!("sec-{j}"));
+        objects.push((
+            ns.clone(),
+            "cm",
+            json!({"metadata": {"name": cm}, "data": {"app.conf": "v0"}}),
+        ));
+        objects.push((
+            ns.clone(),
+            "secret",
+            json!({"metadata": {"name": sec}, "stringData": {"password": "v0"}}),
+        ));
+        objects.push((ns, "deploy", deployment(&format!("app-{j}"), &sec, Some(&cm))));
+    }
+    for (ns, secret, prefix, n) in [
+        ("bench-fanout", "shared", "fan", args.fanout),
+        ("bench-storm", "storm", "storm", args.storm_deployments),
+    ] {
+        objects.push((
+            ns.into(),
+            "secret",
+            json!({"metadata": {"name": secret}, "stringData": {"password": "v0"}}),
+        ));
+        for k in 0..n {
+            objects.push((
+                ns.into(),
+                "deploy",
+                deployment(&format!("{prefix}-{k}"), secret, None),
+            ));
+        }
+    }
+    objects.push((
+        CANARY_NS.into(),
+        "cm",
+        json!({"metadata": {"name": "canary"}, "data": {"n": "0"}}),
+    ));
+    objects.push((
+        CANARY_NS.into(),
+        "secret",
+        json!({"metadata": {"name": "canary"}, "stringData": {"password": "v0"}}),
+    ));
+    objects.push((
+        CANARY_NS.into(),
+        "deploy",
+        deployment("canary", "canary", Some("canary")),
+    ));
+    futures::stream::iter(objects)
+        .map(|(ns, kind, body)| {
+            let client = client.clone();
+            async move {
+                match kind {
+                    "cm" => create(&Api::<ConfigMap>::namespaced(client, &ns), body).await,
+                    "secret" => create(&Api::<Secret>::namespaced(client, &ns), body).await,
+                    _ => create(&Api::<Deployment>::namespaced(client, &ns), body).await,
+                }
+            }
+        })
+        .buffer_unordered(CREATE_CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// Replaces the unreferenced Secrets with `count` of `kib` KiB each.
+async fn fill_unreferenced(client: &Client, count: usize, kib: usize) -> Result<(), Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), "bench-unref");
+    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .map_err(|e| format!("deleting the unreferenced Secrets: {e}"))?;
+    let t = Instant::now();
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                // Distinct bytes per Secret, as release Secrets are: no compression of identical values.
+                let payload: Vec<u8> = (0..kib * 1024).map(|b| ((b * 31 + i * 7) % 251) as u8).collect();
+                let secret = Secret {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(format!("release-{i}")),
+                        ..Default::default()
+                    },
+                    data: Some(BTreeMap::from([("release".to_string(), ByteString(payload))])),
+                    ..Default::default()
+                };
+                api.create(&PostParams::default(), &secret)
+                    .await
+                    .map(drop)
+                    .map_err(|e| format!("creating an unreferenced Secret: {e}"))
+            }
+        })
+        .buffer_unordered(CREATE_CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await?;
+    eprintln!("  {count} unreferenced {kib} KiB Secrets in {:.0?}", t.elapsed());
+    Ok(())
+}
+
+async fn create<K>(api: &Api<K>, body: serde_json::Value) -> Result<(), Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(body).map_err(|e| e.to_string())?;
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(format!("creating {}: {e}", obj.name_any())),
+    }
+}
+
+async fn patch<K>(client: &Client, ns: &str, name: &str, body: serde_json::Value) -> Result<(), Error>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    Api::<K>::namespaced(client.clone(), ns)
+        .patch(name, &PatchParams::default(), &Patch::Merge(body))
+        .await
+        .map(drop)
+        .map_err(|e| format!("patching {ns}/{name}: {e}"))
+}
+
+/// Changes the canary ConfigMap every 250 ms until the controller rolls the canary Deployment; returns
+/// when it did. A controller that misses changes made before it listed is caught by the next one.
+async fn probe_ready(
+    client: &Client,
+    changes: &mut TemplateChanges,
+    running: &mut Running,
+) -> Result<Instant, Error> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut n = 0;
+    while Instant::now() < deadline {
+        if !running.is_alive() {
+            return Err("the controller exited; see its log in the run directory".into());
+        }
+        changes.drain();
+        n += 1;
+        patch::<ConfigMap>(client, CANARY_NS, "canary", json!({"data": {"n": n.to_string()}})).await?;
+        if let Some(at) = changes
+            .wait_for(&format!("{CANARY_NS}/canary"), Duration::from_millis(250))
+            .await
+        {
+            return Ok(at);
+        }
+    }
+    Err("the controller never rolled the canary within 10 minutes".into())
+}
+
+async fn wait_all_hashed(client: &Client, args: &Args) -> Result<(), Error> {
+    let expected = args.deployments + args.fanout + args.storm_deployments + 1;
+    let api: Api<Deployment> = Api::all(client.clone());
+    let deadline = Instant::now() + Duration::from_secs(900);
+    while Instant::now() < deadline {
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let hashed = list
+            .items
+            .iter()
+            .filter(|d| {
+                let t = d.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
+                t.and_then(|m| m.annotations.as_ref())
+                    .is_some_and(|a| a.contains_key(CONFIG_HASH))
+            })
+            .count();
+        if hashed >= expected {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err("not every workload was hashed within 15 minutes".into())
+}
+
+async fn replicasets_per_owner(client: &Client, ns: &str) -> Result<HashMap<String, u64>, Error> {
+    let list = Api::<ReplicaSet>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut per = HashMap::new();
+    for rs in list.items {
+        if let Some(owner) = rs.owner_references().first() {
+            *per.entry(owner.name.clone()).or_default() += 1;
+        }
+    }
+    Ok(per)
+}
+
+/// Every change of a Deployment's pod template, as `namespace/name` and when it was seen.
+struct TemplateChanges {
+    rx: mpsc::UnboundedReceiver<(String, Instant)>,
+}
+
+impl TemplateChanges {
+    async fn start(client: &Client) -> Result<Self, Error> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let api: Api<Deployment> = Api::all(client.clone());
+        tokio::spawn(async move {
+            let mut ready = Some(ready_tx);
+            let mut last: HashMap<String, u64> = HashMap::new();
+            let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = stream.next().await {
+                let (d, initial) = match event {
+                    Ok(Event::Apply(d)) => (d, false),
+                    Ok(Event::InitApply(d)) => (d, true),
+                    Ok(Event::InitDone) => {
+                        if let Some(r) = ready.take() {
+                            let _ = r.send(());
+                        }
+                        continue;
+                    }
+                    _ => continue,
+                };
+                let key = format!("{}/{}", d.namespace().unwrap_or_default(), d.name_any());
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                serde_json::to_string(&d.spec.map(|s| s.template))
+                    .unwrap_or_default()
+                    .hash(&mut h);
+                let fp = h.finish();
+                if last.insert(key.clone(), fp).is_some_and(|old| old != fp) && !initial {
+                    let _ = tx.send((key, Instant::now()));
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(60), ready_rx)
+            .await
+            .map_err(|_| "the Deployment watch did not list within 60 s".to_string())?
+            .map_err(|_| "the Deployment watch ended".to_string())?;
+        Ok(Self { rx })
+    }
+
+    fn drain(&mut self) {
+        while self.rx.try_recv().is_ok() {}
+    }
+
+    /// When `key` next changes, if within `timeout`.
+    async fn wait_for(&mut self, key: &str, timeout: Duration) -> Option<Instant> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Some((k, at))) if k == key => return Some(at),
+                Ok(Some(_)) => continue,
+                _ => return None,
+            }
+        }
+    }
+
+    /// The first change of each of `keys`, until all changed or `timeout` passed.
+    async fn collect(&mut self, keys: &HashSet<String>, timeout: Duration) -> HashMap<String, Instant> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut seen = HashMap::new();
+        while seen.len() < keys.len() {
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Some((k, at))) if keys.contains(&k) => {
+                    seen.entry(k).or_insert(at);
+                }
+                Ok(Some(_)) => continue,
+                _ => break,
+            }
+        }
+        seen
+    }
+
+    /// Returns once no template changed for `quiet`, or after `limit`.
+    async fn quiet(&mut self, quiet: Duration, limit: Duration) {
+        let end = tokio::time::Instant::now() + limit;
+        while tokio::time::Instant::now() < end {
+            match tokio::time::timeout(quiet, self.rx.recv()).await {
+                Ok(Some(_)) => continue,
+                _ => return,
+            }
+        }
+    }
+}
