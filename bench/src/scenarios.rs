@@ -216,6 +216,7 @@ async fn run_on(
     changes
         .quiet(Duration::from_secs(5), Duration::from_secs(120))
         .await;
+    wait_observed(&client, "bench-storm").await?;
     let after = replicasets_per_owner(&client, "bench-storm").await?;
     let created: Vec<u64> = after
         .iter()
@@ -310,9 +311,10 @@ async fn populate(client: &Client, args: &Args, profile: &Profile) -> Result<(),
             spec["volumes"] = json!([{"name": "cfg", "configMap": {"name": cm}}]);
             spec["containers"][0]["volumeMounts"] = json!([{"name": "cfg", "mountPath": "/etc/app"}]);
         }
-        // No replicas: the controllers act on the template; pods would only add scheduler load.
+        // No replicas: the controllers act on the template; pods would only add scheduler load. A long
+        // revision history keeps every ReplicaSet a storm creates countable.
         json!({"metadata": {"name": name, "annotations": {key: value}},
-               "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
+               "spec": {"replicas": 0, "revisionHistoryLimit": 1000, "selector": {"matchLabels": {"app": name}},
                         "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}})
     };
     let mut objects: Vec<(String, &'static str, serde_json::Value)> = Vec::new();
@@ -491,6 +493,30 @@ async fn wait_all_hashed(client: &Client, args: &Args) -> Result<(), Error> {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     Err("not every workload was hashed within 15 minutes".into())
+}
+
+/// Waits until the Deployment controller has seen the last template of every Deployment in `ns`, so
+/// that every ReplicaSet it will create exists.
+async fn wait_observed(client: &Client, ns: &str) -> Result<(), Error> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while Instant::now() < deadline {
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let behind = list.items.iter().any(|d| {
+            let observed = d.status.as_ref().and_then(|s| s.observed_generation);
+            observed < d.metadata.generation
+        });
+        if !behind {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(format!(
+        "the Deployment controller did not catch up in {ns} within 5 minutes"
+    ))
 }
 
 async fn replicasets_per_owner(client: &Client, ns: &str) -> Result<HashMap<String, u64>, Error> {

@@ -196,7 +196,8 @@ fn merge(a: &mut Value, b: Value) {
     }
 }
 
-fn body(kind: WorkloadKind, name: &str, annotations: &Value, spec: &Value) -> Value {
+/// The body of a workload of `kind` with one replica, selected by `app: <name>`.
+pub fn body(kind: WorkloadKind, name: &str, annotations: &Value, spec: &Value) -> Value {
     let template = json!({"metadata": {"labels": {"app": name}}, "spec": spec});
     let selector = json!({"matchLabels": {"app": name}});
     let spec = match kind {

@@ -96,11 +96,11 @@ async fn start_named(
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let wave = Wave::start_as(kubeconfig, &[ns], &args).await;
     // A dry-run create comes back hashed once the apiserver trusts the CA and calls the webhook.
-    let probe = workload_body(
+    let probe = body(
         WorkloadKind::Deployment,
         "probe",
-        opted_in(&[]),
-        pod_spec(json!({}), json!({})),
+        &opted_in(&[]),
+        &pod_spec(json!({}), json!({})),
     );
     let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
     wait_for("the apiserver to call the webhook", TIMEOUT, || async {
@@ -119,19 +119,6 @@ async fn start_named(
     wave
 }
 
-fn workload_body(kind: WorkloadKind, name: &str, annotations: Value, spec: Value) -> Value {
-    let template = json!({"metadata": {"labels": {"app": name}}, "spec": spec});
-    let selector = json!({"matchLabels": {"app": name}});
-    let spec = match kind {
-        WorkloadKind::Deployment => json!({"replicas": 1, "selector": selector, "template": template}),
-        WorkloadKind::StatefulSet => {
-            json!({"replicas": 1, "serviceName": name, "selector": selector, "template": template})
-        }
-        WorkloadKind::DaemonSet => json!({"selector": selector, "template": template}),
-    };
-    json!({"apiVersion": "apps/v1", "kind": kind.as_str(), "metadata": {"name": name, "annotations": annotations}, "spec": spec})
-}
-
 /// Creates through the API (so the webhook runs) and returns what the apiserver stored (or, for a
 /// dry run, would have stored).
 async fn create(
@@ -144,7 +131,7 @@ async fn create(
     dry_run: bool,
 ) -> Workload {
     if dry_run {
-        let body = workload_body(kind, name, annotations, spec);
+        let body = body(kind, name, &annotations, &spec);
         let pp = PostParams {
             dry_run: true,
             ..Default::default()
