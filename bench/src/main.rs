@@ -122,4 +122,6 @@ async fn main() {
         }
     }
     println!("{}", report.markdown());
+    // Do not wait for the runtime to wind down the Deployment watch: the work is done.
+    std::process::exit(0);
 }

@@ -309,9 +309,7 @@ impl Report {
 fn figure(v: f64) -> String {
     if !v.is_finite() {
         "–".into()
-    } else if v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 100.0 {
+    } else if v.fract() == 0.0 || v.abs() >= 100.0 {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")
