@@ -147,6 +147,26 @@ async fn create(
     workload(client, ns, kind, name).await
 }
 
+/// Creates the opted-in Deployment `name` through the API (see [`create`]).
+async fn create_deployment(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    spec: Value,
+    dry_run: bool,
+) -> Workload {
+    create(
+        client,
+        ns,
+        WorkloadKind::Deployment,
+        name,
+        opted_in(&[]),
+        spec,
+        dry_run,
+    )
+    .await
+}
+
 fn uses_cm(cm: &str) -> Value {
     pod_spec(json!({"envFrom": [{"configMapRef": {"name": cm}}]}), json!({}))
 }
@@ -166,6 +186,13 @@ fn is_gated(p: &Pod) -> bool {
         .into_iter()
         .flatten()
         .any(|c| c.reason.as_deref() == Some("SchedulingGated"))
+}
+
+async fn wait_running(client: &kube::Client, ns: &str, app: &str) {
+    wait_for(&format!("{app}'s pods to run"), TIMEOUT, || async {
+        pods(client, ns, app).await.iter().any(is_running).then_some(())
+    })
+    .await;
 }
 
 fn is_running(p: &Pod) -> bool {
@@ -356,16 +383,7 @@ async fn a_missing_required_projected_key_is_held_until_it_is_added() {
         json!({"volumes": [{"name": "p", "projected": {"sources": [
         {"configMap": {"name": "cfg", "items": [{"key": "needed", "path": "n"}]}}]}}]}),
     );
-    let w = create(
-        &client,
-        &ns,
-        WorkloadKind::Deployment,
-        "web",
-        opted_in(&[]),
-        spec,
-        false,
-    )
-    .await;
+    let w = create_deployment(&client, &ns, "web", spec, false).await;
     assert!(w.has_scheduling_gate());
     let note = wait_for("the SchedulingDisabled Event", TIMEOUT, || async {
         events_for(&client, &ns, "web")
@@ -391,16 +409,7 @@ async fn a_missing_required_projected_key_is_held_until_it_is_added() {
 async fn opting_out_while_gated_releases_the_gate() {
     let (client, ns) = setup("wh-optout").await;
     let _wave = start(&client, &ns, &[]).await;
-    let w = create(
-        &client,
-        &ns,
-        WorkloadKind::Deployment,
-        "web",
-        opted_in(&[]),
-        uses_cm("never"),
-        false,
-    )
-    .await;
+    let w = create_deployment(&client, &ns, "web", uses_cm("never"), false).await;
     assert!(w.has_scheduling_gate());
     patch_workload(
         &client,
@@ -416,30 +425,14 @@ async fn opting_out_while_gated_releases_the_gate() {
     })
     .await;
     assert_eq!(w.current_hash(), None, "opting out writes no hash");
-    wait_for("the pods to run", TIMEOUT, || async {
-        pods(&client, &ns, "web")
-            .await
-            .iter()
-            .any(is_running)
-            .then_some(())
-    })
-    .await;
+    wait_running(&client, &ns, "web").await;
 }
 
 #[tokio::test]
 async fn a_gate_held_longer_than_the_maximum_is_released_with_a_warning() {
     let (client, ns) = setup("wh-timeout").await;
     let _wave = start(&client, &ns, &["--max-gate-duration=2s"]).await;
-    create(
-        &client,
-        &ns,
-        WorkloadKind::Deployment,
-        "web",
-        opted_in(&[]),
-        uses_cm("never"),
-        false,
-    )
-    .await;
+    create_deployment(&client, &ns, "web", uses_cm("never"), false).await;
     wait_for("the gate to time out", TIMEOUT, || async {
         let w = workload(&client, &ns, WorkloadKind::Deployment, "web").await;
         (!w.has_scheduling_gate()).then_some(())
@@ -477,14 +470,7 @@ async fn a_workload_gated_by_wave_with_its_fake_scheduler_is_restored() {
         w.current_hash().is_some(),
         "and the hash is written in the same patch"
     );
-    wait_for("the pods to run", TIMEOUT, || async {
-        pods(&client, &ns, "web")
-            .await
-            .iter()
-            .any(is_running)
-            .then_some(())
-    })
-    .await;
+    wait_running(&client, &ns, "web").await;
     assert!(
         events_for(&client, &ns, "web")
             .await
@@ -574,16 +560,7 @@ subjects: [{{kind: User, name: {user}}}]
     let kubeconfig = cluster().user_kubeconfig(&user, None);
     let wave = start_as(&client, &kubeconfig, &ns, &[]).await;
     let spec = pod_spec(json!({"envFrom": [{"secretRef": {"name": "creds"}}]}), json!({}));
-    let w = create(
-        &client,
-        &ns,
-        WorkloadKind::Deployment,
-        "web",
-        opted_in(&[]),
-        spec,
-        false,
-    )
-    .await;
+    let w = create_deployment(&client, &ns, "web", spec, false).await;
     assert_eq!(w.current_hash(), None, "admitted unmodified");
     assert!(!w.has_scheduling_gate());
     wait_for("the error to be counted", TIMEOUT, || async {
@@ -597,45 +574,18 @@ async fn a_dry_run_is_mutated_but_produces_no_event() {
     let (client, ns) = setup("wh-dryrun").await;
     create_configmap(&client, &ns, "cfg", json!({"a": "b"})).await;
     let _wave = start(&client, &ns, &[]).await;
-    let gated = create(
-        &client,
-        &ns,
-        WorkloadKind::Deployment,
-        "dry-gated",
-        opted_in(&[]),
-        uses_cm("absent"),
-        true,
-    )
-    .await;
+    let gated = create_deployment(&client, &ns, "dry-gated", uses_cm("absent"), true).await;
     assert!(
         gated.has_scheduling_gate(),
         "dry-run requests are mutated like real ones"
     );
-    let hashed = create(
-        &client,
-        &ns,
-        WorkloadKind::Deployment,
-        "dry-hashed",
-        opted_in(&[]),
-        uses_cm("cfg"),
-        true,
-    )
-    .await;
+    let hashed = create_deployment(&client, &ns, "dry-hashed", uses_cm("cfg"), true).await;
     assert!(hashed.current_hash().is_some());
     // The webhook publishes its Events before it answers, so any would exist by now.
     assert!(events_for(&client, &ns, "dry-gated").await.is_empty());
     assert!(events_for(&client, &ns, "dry-hashed").await.is_empty());
     // The same creates for real do produce them: the check can fail.
-    create(
-        &client,
-        &ns,
-        WorkloadKind::Deployment,
-        "real-gated",
-        opted_in(&[]),
-        uses_cm("absent"),
-        false,
-    )
-    .await;
+    create_deployment(&client, &ns, "real-gated", uses_cm("absent"), false).await;
     assert!(
         events_for(&client, &ns, "real-gated")
             .await
