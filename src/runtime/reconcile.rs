@@ -254,41 +254,25 @@ async fn delete_held_pods(ctx: &Context, workload: &Workload) -> Result<Outcome,
         workload: id.clone(),
         source: Box::new(source),
     };
-    let Some(owner) = pod_owner(&ctx.client, id).await.map_err(failed)? else {
-        return Ok(Outcome::Gone);
-    };
-    if owner.catching_up {
-        return Ok(Outcome::Waiting(CONTROLLER_CATCH_UP));
-    }
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &id.namespace);
-    let listed = pods
-        .list(&ListParams::default().labels(&owner.selector))
-        .await
-        .map_err(failed)?;
-    let held: Vec<Pod> = listed
-        .items
-        .into_iter()
-        .filter(|p| is_held_pod(p, &owner.uid))
-        .collect();
-    for pod in &held {
-        let name = pod.metadata.name.as_deref().unwrap_or_default();
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: pod.metadata.uid.clone(),
-                resource_version: None,
-            }),
-            ..Default::default()
-        };
-        match pods.delete(name, &params).await {
-            Ok(_) => tracing::info!(workload = %id, pod = name, "deleted a pod the scheduling gate held"),
-            Err(e) if error::is_not_found(&e) || error::is_conflict(&e) => {}
-            Err(e) => return Err(failed(e)),
+    // A Deployment's new ReplicaSet replaces the pods its gate held; a mark left on one (say, after the
+    // gate was removed by hand) is only removed.
+    let (uid, deleted) = match id.kind {
+        WorkloadKind::Deployment => (workload.uid.clone(), 0),
+        WorkloadKind::StatefulSet | WorkloadKind::DaemonSet => {
+            let Some(owner) = pod_owner(&ctx.client, id).await.map_err(failed)? else {
+                return Ok(Outcome::Gone);
+            };
+            if owner.catching_up {
+                return Ok(Outcome::Waiting(CONTROLLER_CATCH_UP));
+            }
+            let deleted = delete_gated_pods(&ctx.client, id, &owner).await.map_err(failed)?;
+            (owner.uid, deleted)
         }
-    }
+    };
     // Guarded by the uid, not the resourceVersion: the controller's status updates after the deletes
     // would make that fail, and removing the mark from the same object is right whatever changed.
     let body = serde_json::json!({ "metadata": {
-        "uid": owner.uid,
+        "uid": uid,
         "annotations": { (names::GATED_AT): null },
     }});
     match patch(&ctx.client, id, &body).await {
@@ -303,10 +287,10 @@ async fn delete_held_pods(ctx: &Context, workload: &Workload) -> Result<Outcome,
             });
         }
     }
-    if !held.is_empty() {
+    if deleted > 0 {
         let note = format!(
             "Deleted {} pod(s) held by the released scheduling gate {}; the {} controller recreates them from the current template.",
-            held.len(),
+            deleted,
             names::SCHEDULING_GATE,
             id.kind
         );
@@ -321,6 +305,37 @@ async fn delete_held_pods(ctx: &Context, workload: &Workload) -> Result<Outcome,
         .await;
     }
     Ok(Outcome::HeldPodsDeleted)
+}
+
+/// Deletes the pods of `owner` that still carry wave's gate; returns how many.
+async fn delete_gated_pods(
+    client: &Client,
+    id: &WorkloadRef,
+    owner: &PodOwner,
+) -> Result<usize, kube::Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &id.namespace);
+    let listed = pods.list(&ListParams::default().labels(&owner.selector)).await?;
+    let mut deleted = 0;
+    for pod in listed.items.iter().filter(|p| is_held_pod(p, &owner.uid)) {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: pod.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match pods.delete(name, &params).await {
+            Ok(_) => {
+                tracing::info!(workload = %id, pod = name, "deleted a pod the scheduling gate held");
+                deleted += 1;
+            }
+            // Already gone, or replaced by a pod of the same name.
+            Err(e) if error::is_not_found(&e) || error::is_conflict(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(deleted)
 }
 
 /// Whether `pod` is controlled by the workload `owner_uid` and still carries wave's gate.
