@@ -39,42 +39,10 @@ pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
     let key = ConfigKey::new(kind, &ns, name);
     let changed: Option<BTreeSet<String>> = args.keys.as_ref().map(|k| k.iter().cloned().collect());
     // References can come from any namespace (extra-* annotations), so every workload is considered.
-    let lp = ListParams::default();
-    let err = |what: &str| {
-        let what = format!("listing {what} in all namespaces");
-        move |e| CommandError::Cluster {
-            what,
-            source: Box::new(e),
-        }
-    };
     let mut workloads: Vec<Workload> = Vec::new();
-    workloads.extend(
-        Api::<Deployment>::all(client.clone())
-            .list(&lp)
-            .await
-            .map_err(err("deployments"))?
-            .items
-            .into_iter()
-            .map(Workload::from),
-    );
-    workloads.extend(
-        Api::<StatefulSet>::all(client.clone())
-            .list(&lp)
-            .await
-            .map_err(err("statefulsets"))?
-            .items
-            .into_iter()
-            .map(Workload::from),
-    );
-    workloads.extend(
-        Api::<DaemonSet>::all(client.clone())
-            .list(&lp)
-            .await
-            .map_err(err("daemonsets"))?
-            .items
-            .into_iter()
-            .map(Workload::from),
-    );
+    workloads.extend(list_all::<Deployment>(&client, "deployments").await?);
+    workloads.extend(list_all::<StatefulSet>(&client, "statefulsets").await?);
+    workloads.extend(list_all::<DaemonSet>(&client, "daemonsets").await?);
     workloads.sort_by(|a, b| a.id.cmp(&b.id));
     let rows: Vec<Row> = workloads
         .iter()
@@ -110,4 +78,20 @@ pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every `K` in the cluster, as workload views.
+async fn list_all<K>(client: &kube::Client, what: &str) -> Result<Vec<Workload>, CommandError>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    Workload: From<K>,
+{
+    let list = Api::<K>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| CommandError::Cluster {
+            what: format!("listing {what} in all namespaces"),
+            source: Box::new(e),
+        })?;
+    Ok(list.items.into_iter().map(Workload::from).collect())
 }

@@ -1,8 +1,7 @@
 //! `wave hash`, `wave explain`, `wave impact` and the Helm post-renderers against the live cluster.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
 use testenv::{cluster, helm_bin_dir, repo_root, wait_for};
@@ -22,20 +21,8 @@ fn wave_cli(args: &[&str]) -> (i32, String, String) {
 }
 
 fn kubectl_apply(ns: &str, manifests: &str) {
-    let mut child = cluster()
-        .kubectl()
-        .args(["apply", "-n", ns, "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(manifests.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success(), "kubectl apply failed");
+    let (ok, text) = kubectl_stdin(&["apply", "-n", ns, "-f", "-"], manifests);
+    assert!(ok, "kubectl apply failed: {text}");
 }
 
 /// Varied workloads: keyed env, projected items, Secret stringData, an init container, an optional
@@ -258,19 +245,9 @@ async fn helm_template_through_wave_hash_inject_sets_the_hash() {
     let mut c = helm("helm4", &home);
     c.args(["template", "demo", chart().to_str().unwrap()]);
     let rendered = run(c);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wave"))
-        .args(["hash", "--inject"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(rendered.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let mut inject = Command::new(env!("CARGO_BIN_EXE_wave"));
+    inject.args(["hash", "--inject"]);
+    let out = pipe(inject, &rendered);
     assert!(out.status.success());
     let injected = String::from_utf8_lossy(&out.stdout);
     // ConfigMap demo-config {greeting: hello}: {"configMaps":{"demo-config":{"greeting":"aGVsbG8="}},"secrets":{}}

@@ -432,3 +432,29 @@ pub async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, S
         })
         .collect()
 }
+
+/// Runs `cmd` with `input` on its stdin and returns its output (stdout and stderr captured).
+pub fn pipe(mut cmd: Command, input: &str) -> std::process::Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::io::Write::write_all(&mut child.stdin.take().expect("piped stdin"), input.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("wait")
+}
+
+/// `kubectl <args>` as cluster-admin with `input` on stdin: whether it succeeded, and what it printed.
+pub fn kubectl_stdin(args: &[&str], input: &str) -> (bool, String) {
+    let mut c = cluster().kubectl();
+    c.args(args);
+    let out = pipe(c, input);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}

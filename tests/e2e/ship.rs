@@ -2,9 +2,8 @@
 //! dry-run, our chosen validation: no schema download needed), the pod passes the restricted Pod
 //! Security Standard, and the RBAC they grant is exactly enough for `wave run`.
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::json;
 use serde_norway::Value;
@@ -32,25 +31,6 @@ fn helm_template(release: &str, namespace: &str, sets: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn kubectl_stdin(args: &[&str], input: &str) -> (bool, String) {
-    let mut child = cluster()
-        .kubectl()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
 }
 
 fn docs(yaml: &str) -> Vec<Value> {

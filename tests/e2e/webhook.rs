@@ -549,14 +549,8 @@ roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {user}}
 subjects: [{{kind: User, name: {user}}}]
 "#
     );
-    let mut child = cluster()
-        .kubectl()
-        .args(["apply", "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), rbac.as_bytes()).unwrap();
-    assert!(child.wait().unwrap().success());
+    let (ok, text) = kubectl_stdin(&["apply", "-f", "-"], &rbac);
+    assert!(ok, "{text}");
     let kubeconfig = cluster().user_kubeconfig(&user, None);
     let wave = start_as(&client, &kubeconfig, &ns, &[]).await;
     let spec = pod_spec(json!({"envFrom": [{"secretRef": {"name": "creds"}}]}), json!({}));
