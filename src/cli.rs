@@ -2,16 +2,21 @@
 //!
 //! `wave run` accepts Wave v0.11's flags with the same names, defaults and meanings, in Go `flag`
 //! syntax (`-flag` and `--flag`, `--bool` or `--bool=true|false`, `--x=v` or `--x v`), so the Wave
-//! chart's arguments work unchanged (`wave-behaviour.md` §9). Running `wave` with flags and no
+//! chart's arguments work unchanged (`docs/operating.md`, "Flags"). Running `wave` with flags and no
 //! subcommand means `wave run`, as Wave's binary has no subcommands.
+//!
+//! `wave run`'s arguments become one [`Config`] ([`RunArgs::into_config`]); the runtime never sees clap.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::time::Duration;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
-
-use crate::core::ratelimit;
+use wave_core::ratelimit;
+use wave_runtime::config::{
+    BindAddress, CertificateSource, Config, LeaderElection, LogFormat, WebhookConfig,
+};
 
 /// wave: rolls Deployments, StatefulSets and DaemonSets when their ConfigMaps and Secrets change.
 #[derive(Debug, Parser)]
@@ -111,25 +116,9 @@ pub struct ImpactArgs {
     pub output: Output,
 }
 
-/// Log output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
-/// Where the webhook's serving certificate comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum WebhookCertificate {
-    /// wave issues it from its own CA, keeps both in the Secret, renews them, and keeps the
-    /// configuration's `caBundle` current.
-    Generate,
-    /// Read it from the Secret (`tls.crt`, `tls.key`), written by cert-manager or by you, who also keep
-    /// the `caBundle` current; re-read when it changes.
-    Secret,
-}
+/// An address that `0` disables. (An alias, so that clap parses `0` to `None` instead of treating the
+/// flag as optional.)
+pub type OptionalAddress = Option<BindAddress>;
 
 /// Flags of `wave run`.
 #[derive(Clone, Debug, clap::Args)]
@@ -148,7 +137,7 @@ pub struct RunArgs {
     pub leader_election: bool,
 
     /// Name of the Lease.
-    #[arg(long, env = "WAVE_LEADER_ELECTION_ID", default_value = crate::names::DEFAULT_LEASE_NAME)]
+    #[arg(long, env = "WAVE_LEADER_ELECTION_ID", default_value = wave_core::names::DEFAULT_LEASE_NAME)]
     pub leader_election_id: String,
 
     /// Namespace of the Lease; defaults to POD_NAMESPACE, then the in-cluster namespace, then `default`.
@@ -177,16 +166,18 @@ pub struct RunArgs {
     )]
     pub update_burst: i64,
 
-    /// Address of `/metrics` (Prometheus text format); `0` disables it.
-    #[arg(long, env = "WAVE_METRICS_BIND_ADDRESS", default_value = ":8080")]
-    pub metrics_bind_address: String,
+    /// Address of `/metrics` (Prometheus text format); `:8080` listens on every interface, IPv6 and
+    /// IPv4; `0` disables it.
+    #[arg(long, env = "WAVE_METRICS_BIND_ADDRESS", default_value = ":8080", value_parser = BindAddress::parse_optional)]
+    pub metrics_bind_address: OptionalAddress,
 
     /// Address of `/livez` and `/readyz`; `0` disables it.
-    #[arg(long, env = "WAVE_HEALTH_BIND_ADDRESS", default_value = ":8081")]
-    pub health_bind_address: String,
+    #[arg(long, env = "WAVE_HEALTH_BIND_ADDRESS", default_value = ":8081", value_parser = BindAddress::parse_optional)]
+    pub health_bind_address: OptionalAddress,
 
     /// Log format.
-    #[arg(long, env = "WAVE_LOG_FORMAT", value_enum, default_value = "text")]
+    #[arg(long, env = "WAVE_LOG_FORMAT", default_value = "text",
+          value_parser = PossibleValuesParser::new(LogFormat::NAMES).try_map(|s| s.parse::<LogFormat>()))]
     pub log_format: LogFormat,
 
     /// Log filter (tracing `EnvFilter` syntax, e.g. `info`, `wave=debug`).
@@ -204,8 +195,8 @@ pub struct RunArgs {
     pub enable_webhook: bool,
 
     /// Address of the webhook's HTTPS server.
-    #[arg(long, env = "WAVE_WEBHOOK_BIND_ADDRESS", default_value = ":9443")]
-    pub webhook_bind_address: String,
+    #[arg(long, env = "WAVE_WEBHOOK_BIND_ADDRESS", default_value = ":9443", value_parser = parse_bind_address)]
+    pub webhook_bind_address: BindAddress,
 
     /// The MutatingWebhookConfiguration whose `caBundle` wave keeps current.
     #[arg(long, env = "WAVE_WEBHOOK_CONFIGURATION_NAME", default_value = "wave")]
@@ -215,14 +206,11 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_WEBHOOK_SECRET_NAME", default_value = "wave-webhook-tls")]
     pub webhook_secret_name: String,
 
-    /// Where the serving certificate comes from.
-    #[arg(
-        long,
-        env = "WAVE_WEBHOOK_CERTIFICATE",
-        value_enum,
-        default_value = "generate"
-    )]
-    pub webhook_certificate: WebhookCertificate,
+    /// Where the serving certificate comes from: `generate` (wave issues it from its own CA, renews it
+    /// and keeps the `caBundle` current) or `secret` (cert-manager or you write the Secret).
+    #[arg(long, env = "WAVE_WEBHOOK_CERTIFICATE", default_value = "generate",
+          value_parser = PossibleValuesParser::new(CertificateSource::NAMES).try_map(|s| s.parse::<CertificateSource>()))]
+    pub webhook_certificate: CertificateSource,
 
     /// Namespace of that Secret; defaults like `--leader-election-namespace`.
     #[arg(long, env = "WAVE_WEBHOOK_SECRET_NAMESPACE")]
@@ -255,6 +243,35 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// The runtime's configuration.
+    pub fn into_config(self) -> Config {
+        Config {
+            namespaces: self.namespace_set(),
+            sync_period: self.sync_period,
+            leader_election: self.leader_election.then(|| LeaderElection {
+                lease_name: self.leader_election_id.clone(),
+                namespace: self.leader_election_namespace.clone(),
+                duration_seconds: self.leader_election_lease_duration,
+            }),
+            update_rate: self.update_rate,
+            update_burst: self.burst(),
+            metrics_address: self.metrics_bind_address,
+            health_address: self.health_bind_address,
+            log_format: self.effective_log_format(),
+            log_filter: self.effective_log_level(),
+            concurrency: self.concurrency,
+            webhook: self.enable_webhook.then(|| WebhookConfig {
+                address: self.webhook_bind_address,
+                configuration_name: self.webhook_configuration_name.clone(),
+                secret_name: self.webhook_secret_name.clone(),
+                secret_namespace: self.webhook_secret_namespace.clone(),
+                service_name: self.webhook_service_name.clone(),
+                certificate: self.webhook_certificate,
+            }),
+            max_gate_duration: self.max_gate_duration,
+        }
+    }
+
     /// The namespaces to watch, `None` for all. Entries are not trimmed (Wave); empty ones are dropped.
     pub fn namespace_set(&self) -> Option<BTreeSet<String>> {
         let set: BTreeSet<String> = self
@@ -326,6 +343,12 @@ pub fn normalize_args(mut args: Vec<OsString>) -> Vec<OsString> {
         }
     }
     args
+}
+
+/// Parses an address that cannot be disabled (the webhook's: `--enable-webhook` turns it off).
+fn parse_bind_address(s: &str) -> Result<BindAddress, String> {
+    BindAddress::parse_optional(s)?
+        .ok_or_else(|| format!("{s:?} is not an address (use :9443 or 127.0.0.1:9443)"))
 }
 
 /// Parses `--update-rate`: a float, or `inf`/`+Inf`/`Inf` for no limit (Go's `ParseFloat` accepts these).

@@ -1,23 +1,15 @@
-//! wave: rolls Kubernetes workloads when the ConfigMaps and Secrets they use change.
+//! The `wave` binary's library: the command line and the client commands.
 //!
 //! ```text
-//!  ConfigMap/Secret metadata watches ─┐                          ┌─► reconcile workers (bounded)
-//!  Deployment/StatefulSet/DaemonSet ──┼─► runtime::watch ─► core::tracker ─► queue ─┤   content cache (GET on
-//!  watches                            ┘     (streams)        (pure)                 │   miss, by uid+rv)
-//!                                                                                   │   core::plan (pure)
-//!                                                                                   └─► token bucket → PATCH → Event
-//!  lease (leader?) ─────────────────────────────────────────────────────────► only the leader writes
-//!  admin server: /livez /readyz /metrics
+//! main.rs ─► cli (one clap tree, WAVE_* variables) ─┬─► run      ─► wave_runtime::run(Config)
+//!                                                   ├─► hash     ─► wave_core::manifest (offline)
+//!                                                   └─► explain, impact ─► wave_runtime::api + wave_core
 //! ```
 //!
-//! - [`core`]: the sans-IO rules (discovery, hash, index, plan, queue, rate limit).
-//! - [`runtime`]: the thin async shell (watches, reconcile, leases, admin server).
-//! - [`cli`]: the command line; [`commands`]: `wave hash`, `explain` and `impact`.
+//! The layers are crates: `wave-core` (pure rules) ◄── `wave-runtime` (the async shell) ◄── `wave` (this
+//! crate). See `docs/development.md`.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod cli;
 pub mod commands;
-pub mod core;
-pub mod names;
-pub mod runtime;

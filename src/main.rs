@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use wave::cli::{Cli, Command};
-use wave::runtime::reconcile::error_chain;
+use wave_runtime::api::error_chain;
 
 fn main() -> ExitCode {
     // NOTE: kube uses rustls with ring; install it as the process default so no other dependency's
@@ -18,23 +18,25 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match cli.command {
-        Command::Run(args) => match runtime.block_on(wave::runtime::run(*args)) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("wave: {}", error_chain(&e));
-                ExitCode::FAILURE
-            }
-        },
-        Command::Hash(args) => finish(wave::commands::hash::run(&args)),
-        Command::Explain(args) => finish(runtime.block_on(wave::commands::explain::run(&args))),
-        Command::Impact(args) => finish(runtime.block_on(wave::commands::impact::run(&args))),
-    }
+    let result = match cli.command {
+        Command::Run(args) => runtime
+            .block_on(wave_runtime::run(args.into_config()))
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| (error_chain(&e), ExitCode::FAILURE)),
+        Command::Hash(args) => wave::commands::hash::run(&args).map_err(failure),
+        Command::Explain(args) => runtime
+            .block_on(wave::commands::explain::run(&args))
+            .map_err(failure),
+        Command::Impact(args) => runtime
+            .block_on(wave::commands::impact::run(&args))
+            .map_err(failure),
+    };
+    result.unwrap_or_else(|(message, code)| {
+        eprintln!("wave: {message}");
+        code
+    })
 }
 
-fn finish(result: Result<ExitCode, wave::commands::CommandError>) -> ExitCode {
-    result.unwrap_or_else(|e| {
-        eprintln!("wave: {}", error_chain(&e));
-        e.exit_code()
-    })
+fn failure(e: wave::commands::CommandError) -> (String, ExitCode) {
+    (error_chain(&e), e.exit_code())
 }

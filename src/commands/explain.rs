@@ -2,14 +2,15 @@
 
 use std::process::ExitCode;
 
+use wave_core::hash::{Fetched, config_hash, missing_message};
+use wave_core::names;
+use wave_core::plan::{self, Plan};
+use wave_core::refs::{self, Keys};
+use wave_core::workload::{WorkloadKind, WorkloadRef};
+use wave_runtime::api;
+
 use super::{CommandError, split_target};
 use crate::cli::{ExplainArgs, Output};
-use crate::core::hash::{Fetched, missing_message};
-use crate::core::plan::{self, Plan};
-use crate::core::refs::{self, Keys};
-use crate::core::workload::{WorkloadKind, WorkloadRef};
-use crate::runtime::content::fetch_content;
-use crate::runtime::reconcile;
 
 #[derive(serde::Serialize)]
 struct ReferenceView {
@@ -47,7 +48,7 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_string());
     let id = WorkloadRef::new(kind, &ns, name);
-    let workload = reconcile::get(&client, &id)
+    let workload = api::get_workload(&client, &id)
         .await
         .map_err(|e| CommandError::Cluster {
             what: format!("reading {id}"),
@@ -58,7 +59,7 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
     let refs = refs::discover(&ns, &workload.annotations, &workload.template);
     let mut fetched = Fetched::new();
     for key in refs.keys() {
-        let found = fetch_content(&client, &key)
+        let found = api::fetch_content(&client, &key)
             .await
             .map_err(|e| CommandError::Cluster {
                 what: format!("reading {key}"),
@@ -92,18 +93,19 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
             }
         })
         .collect();
-    let desired = crate::core::hash::config_hash(&ns, &refs, &fetched);
+    let desired = config_hash(&ns, &refs, &fetched);
     let (status, reason, desired_hash) = if !workload.is_opted_in() {
         (
             "ignored",
-            format!(
-                "not opted in: {} is not \"true\"",
-                crate::names::UPDATE_ON_CONFIG_CHANGE
-            ),
+            format!("not opted in: {} is not \"true\"", names::UPDATE_ON_CONFIG_CHANGE),
             None,
         )
     } else {
-        match plan::plan(&workload, &refs, &fetched, &plan::GatePolicy::default()) {
+        let policy = plan::GatePolicy {
+            now: k8s_openapi::jiff::Timestamp::now(),
+            max_gate: super::DEFAULT_MAX_GATE,
+        };
+        match plan::plan(&workload, &refs, &fetched, &policy) {
             Plan::Noop => (
                 "up-to-date",
                 "the hash on the template matches the config".into(),
@@ -120,10 +122,7 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
             ),
             Plan::Write(w) if w.release_gate.is_some() => (
                 "rollout-pending",
-                format!(
-                    "the scheduling gate {} is to be released",
-                    crate::names::SCHEDULING_GATE
-                ),
+                format!("the scheduling gate {} is to be released", names::SCHEDULING_GATE),
                 Some(desired),
             ),
             Plan::Write(_) => (

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use super::CommandError;
 use crate::cli::{HashArgs, Output};
-use crate::core::manifest;
+use wave_core::manifest;
 
 /// Runs `wave hash`.
 pub fn run(args: &HashArgs) -> Result<ExitCode, CommandError> {

@@ -3,14 +3,13 @@
 use std::collections::BTreeSet;
 use std::process::ExitCode;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use kube::api::{Api, ListParams};
+use wave_core::impact::{Impact, impact};
+use wave_core::refs::{ConfigKey, ConfigKind};
+use wave_core::workload::{Workload, WorkloadKind};
+use wave_runtime::api;
 
 use super::{CommandError, split_target};
 use crate::cli::{ImpactArgs, Output};
-use crate::core::impact::{Impact, impact};
-use crate::core::refs::{ConfigKey, ConfigKind};
-use crate::core::workload::Workload;
 
 #[derive(serde::Serialize)]
 struct Row {
@@ -40,9 +39,15 @@ pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
     let changed: Option<BTreeSet<String>> = args.keys.as_ref().map(|k| k.iter().cloned().collect());
     // References can come from any namespace (extra-* annotations), so every workload is considered.
     let mut workloads: Vec<Workload> = Vec::new();
-    workloads.extend(list_all::<Deployment>(&client, "deployments").await?);
-    workloads.extend(list_all::<StatefulSet>(&client, "statefulsets").await?);
-    workloads.extend(list_all::<DaemonSet>(&client, "daemonsets").await?);
+    for kind in WorkloadKind::BUILT_IN {
+        let listed = api::list_workloads(&client, kind)
+            .await
+            .map_err(|e| CommandError::Cluster {
+                what: format!("listing {} in all namespaces", kind.info().plural),
+                source: Box::new(e),
+            })?;
+        workloads.extend(listed);
+    }
     workloads.sort_by(|a, b| a.id.cmp(&b.id));
     let rows: Vec<Row> = workloads
         .iter()
@@ -78,20 +83,4 @@ pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Every `K` in the cluster, as workload views.
-async fn list_all<K>(client: &kube::Client, what: &str) -> Result<Vec<Workload>, CommandError>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    Workload: From<K>,
-{
-    let list = Api::<K>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| CommandError::Cluster {
-            what: format!("listing {what} in all namespaces"),
-            source: Box::new(e),
-        })?;
-    Ok(list.items.into_iter().map(Workload::from).collect())
 }

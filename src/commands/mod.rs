@@ -9,6 +9,11 @@ pub mod hash;
 pub mod impact;
 
 use std::process::ExitCode;
+use std::time::Duration;
+
+/// `wave run`'s default `--max-gate-duration`, which `wave explain` assumes when it says whether a gate
+/// has timed out.
+pub const DEFAULT_MAX_GATE: Duration = Duration::from_secs(600);
 
 /// Why a command failed; each maps to a documented exit code.
 #[derive(Debug, thiserror::Error)]
@@ -36,15 +41,6 @@ impl CommandError {
         match self {
             CommandError::Input(_) => ExitCode::from(2),
             CommandError::Cluster { .. } | CommandError::NotFound(_) => ExitCode::from(3),
-        }
-    }
-
-    /// Stable name for logs.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            CommandError::Input(_) => "input",
-            CommandError::Cluster { .. } => "cluster",
-            CommandError::NotFound(_) => "not_found",
         }
     }
 }

@@ -5,13 +5,13 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{ControllerRevision, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, PodSpec, Secret};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testenv::{cluster, free_port, http_get, tolerate_kwok, wait_for};
-use wave::core::workload::{Workload, WorkloadKind, WorkloadRef};
+use wave_core::workload::{Workload, WorkloadKind, WorkloadRef};
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 pub const OPT_IN: &str = "wave.pusher.com/update-on-config-change";
@@ -196,18 +196,29 @@ fn merge(a: &mut Value, b: Value) {
     }
 }
 
+/// The name tests give their workload of `kind`: the kind in lowercase.
+pub fn name(kind: WorkloadKind) -> String {
+    kind.as_str().to_lowercase()
+}
+
 /// The body of a workload of `kind` with one replica, selected by `app: <name>`.
 pub fn body(kind: WorkloadKind, name: &str, annotations: &Value, spec: &Value) -> Value {
     let template = json!({"metadata": {"labels": {"app": name}}, "spec": spec});
-    let selector = json!({"matchLabels": {"app": name}});
-    let spec = match kind {
-        WorkloadKind::Deployment => json!({"replicas": 1, "selector": selector, "template": template}),
-        WorkloadKind::StatefulSet => {
-            json!({"replicas": 1, "serviceName": name, "selector": selector, "template": template})
-        }
-        WorkloadKind::DaemonSet => json!({"selector": selector, "template": template}),
-    };
-    json!({"metadata": {"name": name, "annotations": annotations}, "spec": spec})
+    let mut spec = json!({"selector": {"matchLabels": {"app": name}}, "template": template});
+    if kind != WorkloadKind::DAEMON_SET {
+        spec["replicas"] = json!(1);
+    }
+    if kind == WorkloadKind::STATEFUL_SET {
+        spec["serviceName"] = json!(name);
+    }
+    let info = kind.info();
+    json!({"apiVersion": info.api_version, "kind": info.kind,
+           "metadata": {"name": name, "annotations": annotations}, "spec": spec})
+}
+
+/// The API of `kind` in `ns` (the same dynamic access wave uses).
+pub fn workloads(client: &Client, ns: &str, kind: WorkloadKind) -> Api<DynamicObject> {
+    wave_runtime::api::workload_api(client, kind, Some(ns))
 }
 
 /// Creates a workload of `kind` named `name` with metadata `annotations` and pod `spec`.
@@ -219,83 +230,39 @@ pub async fn create_workload(
     annotations: Value,
     spec: Value,
 ) {
-    let b = body(kind, name, &annotations, &spec);
-    let pp = PostParams::default();
-    match kind {
-        WorkloadKind::Deployment => drop(
-            Api::<Deployment>::namespaced(client.clone(), ns)
-                .create(&pp, &serde_json::from_value(b).unwrap())
-                .await
-                .unwrap(),
-        ),
-        WorkloadKind::StatefulSet => drop(
-            Api::<StatefulSet>::namespaced(client.clone(), ns)
-                .create(&pp, &serde_json::from_value(b).unwrap())
-                .await
-                .unwrap(),
-        ),
-        WorkloadKind::DaemonSet => drop(
-            Api::<DaemonSet>::namespaced(client.clone(), ns)
-                .create(&pp, &serde_json::from_value(b).unwrap())
-                .await
-                .unwrap(),
-        ),
+    let object: DynamicObject = serde_json::from_value(body(kind, name, &annotations, &spec)).unwrap();
+    workloads(client, ns, kind)
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+}
+
+/// Creates one workload of every kind, each named after its kind (see [`name`]).
+pub async fn create_every_kind(client: &Client, ns: &str, annotations: Value, spec: Value) {
+    for kind in WorkloadKind::BUILT_IN {
+        create_workload(client, ns, kind, &name(kind), annotations.clone(), spec.clone()).await;
     }
 }
 
 /// Merge-patches a workload.
 pub async fn patch_workload(client: &Client, ns: &str, kind: WorkloadKind, name: &str, patch: Value) {
-    let (pp, p) = (PatchParams::default(), Patch::Merge(patch));
-    match kind {
-        WorkloadKind::Deployment => drop(
-            Api::<Deployment>::namespaced(client.clone(), ns)
-                .patch(name, &pp, &p)
-                .await
-                .unwrap(),
-        ),
-        WorkloadKind::StatefulSet => drop(
-            Api::<StatefulSet>::namespaced(client.clone(), ns)
-                .patch(name, &pp, &p)
-                .await
-                .unwrap(),
-        ),
-        WorkloadKind::DaemonSet => drop(
-            Api::<DaemonSet>::namespaced(client.clone(), ns)
-                .patch(name, &pp, &p)
-                .await
-                .unwrap(),
-        ),
-    }
+    workloads(client, ns, kind)
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
 }
 
 /// Deletes a workload.
 pub async fn delete_workload(client: &Client, ns: &str, kind: WorkloadKind, name: &str) {
-    let dp = DeleteParams::default();
-    match kind {
-        WorkloadKind::Deployment => drop(
-            Api::<Deployment>::namespaced(client.clone(), ns)
-                .delete(name, &dp)
-                .await
-                .unwrap(),
-        ),
-        WorkloadKind::StatefulSet => drop(
-            Api::<StatefulSet>::namespaced(client.clone(), ns)
-                .delete(name, &dp)
-                .await
-                .unwrap(),
-        ),
-        WorkloadKind::DaemonSet => drop(
-            Api::<DaemonSet>::namespaced(client.clone(), ns)
-                .delete(name, &dp)
-                .await
-                .unwrap(),
-        ),
-    }
+    workloads(client, ns, kind)
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
 }
 
 /// The workload as wave sees it.
 pub async fn workload(client: &Client, ns: &str, kind: WorkloadKind, name: &str) -> Workload {
-    wave::runtime::reconcile::get(client, &WorkloadRef::new(kind, ns, name))
+    wave_runtime::api::get_workload(client, &WorkloadRef::new(kind, ns, name))
         .await
         .unwrap()
         .expect("workload exists")
@@ -328,56 +295,25 @@ pub async fn wait_hash_change(
 /// ReplicaSets of a Deployment, ControllerRevisions of a StatefulSet or DaemonSet.
 pub async fn revisions(client: &Client, ns: &str, kind: WorkloadKind, name: &str) -> usize {
     let lp = ListParams::default().labels(&format!("app={name}"));
-    match kind {
-        WorkloadKind::Deployment => Api::<ReplicaSet>::namespaced(client.clone(), ns)
-            .list(&lp)
-            .await
-            .unwrap()
-            .items
-            .len(),
-        _ => Api::<ControllerRevision>::namespaced(client.clone(), ns)
-            .list(&lp)
-            .await
-            .unwrap()
-            .items
-            .len(),
+    if kind == WorkloadKind::DEPLOYMENT {
+        let api = Api::<ReplicaSet>::namespaced(client.clone(), ns);
+        api.list(&lp).await.unwrap().items.len()
+    } else {
+        let api = Api::<ControllerRevision>::namespaced(client.clone(), ns);
+        api.list(&lp).await.unwrap().items.len()
     }
 }
 
 /// `(metadata.generation, status.observedGeneration)`.
 async fn generations(client: &Client, ns: &str, kind: WorkloadKind, name: &str) -> (i64, Option<i64>) {
-    match kind {
-        WorkloadKind::Deployment => {
-            let d = Api::<Deployment>::namespaced(client.clone(), ns)
-                .get(name)
-                .await
-                .unwrap();
-            (
-                d.metadata.generation.unwrap_or_default(),
-                d.status.and_then(|s| s.observed_generation),
-            )
-        }
-        WorkloadKind::StatefulSet => {
-            let d = Api::<StatefulSet>::namespaced(client.clone(), ns)
-                .get(name)
-                .await
-                .unwrap();
-            (
-                d.metadata.generation.unwrap_or_default(),
-                d.status.and_then(|s| s.observed_generation),
-            )
-        }
-        WorkloadKind::DaemonSet => {
-            let d = Api::<DaemonSet>::namespaced(client.clone(), ns)
-                .get(name)
-                .await
-                .unwrap();
-            (
-                d.metadata.generation.unwrap_or_default(),
-                d.status.and_then(|s| s.observed_generation),
-            )
-        }
-    }
+    let object = workloads(client, ns, kind).get(name).await.unwrap();
+    (
+        object.metadata.generation.unwrap_or_default(),
+        object
+            .data
+            .pointer("/status/observedGeneration")
+            .and_then(Value::as_i64),
+    )
 }
 
 /// Waits until the workload's controller has acted on its current spec; returns its revision count.
@@ -431,6 +367,25 @@ pub async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, S
             )
         })
         .collect()
+}
+
+/// Runs the `wave` binary with `args` (without the caller's `HELM_NAMESPACE`), against the test cluster
+/// when `kubeconfig` is given: `(exit code, stdout, stderr)`.
+pub fn run_wave(args: &[&str], kubeconfig: Option<&std::path::Path>) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_wave"));
+    cmd.args(args)
+        .env_remove("HELM_NAMESPACE")
+        .env_remove("KUBECONFIG");
+    if let Some(k) = kubeconfig {
+        cmd.env("KUBECONFIG", k);
+    }
+    let out = cmd.output().expect("run wave");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (
+        out.status.code().unwrap_or(-1),
+        text(&out.stdout),
+        text(&out.stderr),
+    )
 }
 
 /// Runs `cmd` with `input` on its stdin and returns its output (stdout and stderr captured).

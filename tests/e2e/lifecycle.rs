@@ -3,13 +3,9 @@
 
 use serde_json::json;
 use testenv::wait_for;
-use wave::core::workload::WorkloadKind;
+use wave_core::workload::WorkloadKind;
 
 use crate::harness::*;
-
-fn name(kind: WorkloadKind) -> String {
-    kind.as_str().to_lowercase()
-}
 
 /// Each kind references `old` (envFrom) and `sentinel` (volume); a `witness` Deployment references
 /// only `sentinel`, so a sentinel change always wakes at least one workload.
@@ -23,23 +19,23 @@ async fn two_references(prefix: &str) -> (kube::Client, String, Wave) {
         json!({"envFrom": [{"configMapRef": {"name": "old"}}]}),
         sentinel_volume.clone(),
     );
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         create_workload(&client, &ns, kind, &name(kind), opted_in(&[]), spec.clone()).await;
     }
     let witness = pod_spec(json!({}), sentinel_volume);
     create_workload(
         &client,
         &ns,
-        WorkloadKind::Deployment,
+        WorkloadKind::DEPLOYMENT,
         "witness",
         opted_in(&[]),
         witness,
     )
     .await;
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         wait_hash_change(&client, &ns, kind, &name(kind), None).await;
     }
-    wait_hash_change(&client, &ns, WorkloadKind::Deployment, "witness", None).await;
+    wait_hash_change(&client, &ns, WorkloadKind::DEPLOYMENT, "witness", None).await;
     (client, ns, wave)
 }
 
@@ -65,7 +61,7 @@ async fn after_a_reference_is_removed_its_changes_trigger_nothing() {
         json!({}),
         json!({"volumes": [{"name": "s", "configMap": {"name": "sentinel"}}]}),
     );
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         let old = hash_of(&client, &ns, kind, &name(kind)).await;
         let containers = spec["containers"].clone();
         patch_workload(
@@ -90,11 +86,11 @@ async fn after_opt_out_changes_trigger_nothing_and_the_hash_stays() {
         (wave.writes() == 4).then_some(())
     })
     .await;
-    let witness_hash = hash_of(&client, &ns, WorkloadKind::Deployment, "witness")
+    let witness_hash = hash_of(&client, &ns, WorkloadKind::DEPLOYMENT, "witness")
         .await
         .unwrap();
     let mut hashes = Vec::new();
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         hashes.push(hash_of(&client, &ns, kind, &name(kind)).await);
         patch_workload(
             &client,
@@ -111,7 +107,7 @@ async fn after_opt_out_changes_trigger_nothing_and_the_hash_stays() {
     .await;
     // Only the witness wakes.
     assert_eq!(wakeups_after_changes(&client, &ns, &wave, 1).await, 1);
-    for (kind, h) in WorkloadKind::ALL.into_iter().zip(hashes) {
+    for (kind, h) in WorkloadKind::BUILT_IN.into_iter().zip(hashes) {
         assert_eq!(
             hash_of(&client, &ns, kind, &name(kind)).await,
             h,
@@ -121,7 +117,7 @@ async fn after_opt_out_changes_trigger_nothing_and_the_hash_stays() {
     wait_hash_change(
         &client,
         &ns,
-        WorkloadKind::Deployment,
+        WorkloadKind::DEPLOYMENT,
         "witness",
         Some(&witness_hash),
     )
@@ -140,7 +136,7 @@ async fn after_deletion_the_index_is_cleaned() {
         (wave.metric("wave_tracked_workloads", &[]) == 4.0).then_some(())
     })
     .await;
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         delete_workload(&client, &ns, kind, &name(kind)).await;
     }
     wait_for(
@@ -169,10 +165,10 @@ async fn missing_required_configmap_blocks_with_a_warning_until_it_exists() {
         json!({"envFrom": [{"configMapRef": {"name": "later"}}]}),
         json!({}),
     );
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         create_workload(&client, &ns, kind, &name(kind), opted_in(&[]), spec.clone()).await;
     }
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         let n = name(kind);
         let events = wait_for("a ConfigMissing warning", TIMEOUT, || async {
             let e = events_for(&client, &ns, &n).await;
@@ -194,7 +190,7 @@ async fn missing_required_configmap_blocks_with_a_warning_until_it_exists() {
     }
     assert_eq!(wave.metric("wave_workloads_waiting_for_config", &[]), 3.0);
     create_configmap(&client, &ns, "later", json!({"k": "v"})).await;
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         wait_hash_change(&client, &ns, kind, &name(kind), None).await;
     }
     wait_for("nobody waiting", TIMEOUT, || async {
@@ -203,7 +199,7 @@ async fn missing_required_configmap_blocks_with_a_warning_until_it_exists() {
     .await;
     wave.expect_writes(3, "the hash is set exactly once per workload")
         .await;
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         let warnings = events_for(&client, &ns, &name(kind))
             .await
             .into_iter()
@@ -221,10 +217,10 @@ async fn missing_required_projected_key_blocks_until_the_key_is_added() {
     let volumes = json!({"volumes": [{"name": "p", "projected": {"sources": [
         {"configMap": {"name": "cfg", "items": [{"key": "needed", "path": "n"}]}}]}}]});
     let spec = pod_spec(json!({}), volumes);
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         create_workload(&client, &ns, kind, &name(kind), opted_in(&[]), spec.clone()).await;
     }
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         let n = name(kind);
         let note = wait_for("a ConfigMissing warning", TIMEOUT, || async {
             events_for(&client, &ns, &n)
@@ -240,7 +236,7 @@ async fn missing_required_projected_key_blocks_until_the_key_is_added() {
         );
     }
     patch_configmap(&client, &ns, "cfg", json!({"data": {"needed": "yes"}})).await;
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         wait_hash_change(&client, &ns, kind, &name(kind), None).await;
     }
     wave.expect_writes(3, "one write per workload once the key exists")
@@ -263,19 +259,9 @@ async fn extra_annotations_track_other_namespaces_and_same_names_do_not_mask_eac
         ("wave.pusher.com/extra-secrets", format!("{other}/remote-secret")),
     ];
     let annotations = opted_in(&[(extras[0].0, &extras[0].1), (extras[1].0, &extras[1].1)]);
-    for kind in WorkloadKind::ALL {
-        create_workload(
-            &client,
-            &ns,
-            kind,
-            &name(kind),
-            annotations.clone(),
-            pod_spec(json!({}), json!({})),
-        )
-        .await;
-    }
+    create_every_kind(&client, &ns, annotations.clone(), pod_spec(json!({}), json!({}))).await;
     let mut hashes = Vec::new();
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         hashes.push(wait_hash_change(&client, &ns, kind, &name(kind), None).await);
     }
     // A change to either same-named ConfigMap rolls (Wave would mask one of them), and so does the
@@ -304,7 +290,7 @@ async fn extra_annotations_track_other_namespaces_and_same_names_do_not_mask_eac
                 .await
             }
         }
-        for (kind, h) in WorkloadKind::ALL.into_iter().zip(hashes.iter_mut()) {
+        for (kind, h) in WorkloadKind::BUILT_IN.into_iter().zip(hashes.iter_mut()) {
             *h = wait_hash_change(&client, &ns, kind, &name(kind), Some(h)).await;
         }
     }

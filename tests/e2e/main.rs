@@ -3,8 +3,9 @@
 //! One control plane for the whole binary (started on first use, torn down when the binary exits);
 //! each test gets its own namespace and its own `wave` process scoped to it, so tests run in parallel.
 
-mod cli;
+mod commands;
 mod harness;
+mod hash_golden;
 mod image;
 mod lifecycle;
 mod operations;

@@ -4,21 +4,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use testenv::wait_for;
-use wave::core::workload::WorkloadKind;
+use wave_core::workload::WorkloadKind;
 
 use crate::harness::*;
 
-fn name(kind: WorkloadKind) -> String {
-    kind.as_str().to_lowercase()
-}
-
 async fn hashed_workloads(client: &kube::Client, ns: &str) -> Vec<String> {
     let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         create_workload(client, ns, kind, &name(kind), opted_in(&[]), spec.clone()).await;
     }
     let mut hashes = Vec::new();
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         hashes.push(wait_hash_change(client, ns, kind, &name(kind), None).await);
     }
     hashes
@@ -45,12 +41,12 @@ async fn a_restart_with_nothing_changed_writes_nothing_and_a_change_made_while_d
     drop(second);
 
     let mut revs = Vec::new();
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         revs.push(settled_revisions(&client, &ns, kind, &name(kind)).await);
     }
     patch_configmap(&client, &ns, "cfg", json!({"data": {"a": "changed while down"}})).await;
     let third = Wave::start(&[&ns], &["--update-rate=inf"]).await;
-    for ((kind, old), rev) in WorkloadKind::ALL.into_iter().zip(&hashes).zip(revs) {
+    for ((kind, old), rev) in WorkloadKind::BUILT_IN.into_iter().zip(&hashes).zip(revs) {
         wait_hash_change(&client, &ns, kind, &name(kind), Some(old)).await;
         wait_revisions(&client, &ns, kind, &name(kind), rev + 1).await;
     }
@@ -96,7 +92,7 @@ async fn only_the_leader_writes_and_a_killed_leader_is_replaced_without_losing_o
 
     // A change, then the leader dies.
     patch_configmap(&client, &ns, "cfg", json!({"data": {"a": "1"}})).await;
-    for (kind, h) in WorkloadKind::ALL.into_iter().zip(hashes.iter_mut()) {
+    for (kind, h) in WorkloadKind::BUILT_IN.into_iter().zip(hashes.iter_mut()) {
         *h = wait_hash_change(&client, &ns, kind, &name(kind), Some(h)).await;
     }
     leader.kill();
@@ -113,7 +109,7 @@ async fn only_the_leader_writes_and_a_killed_leader_is_replaced_without_losing_o
         takeover < Duration::from_secs(4 + 6),
         "took over in {takeover:?}; lease is 4 s"
     );
-    for (kind, h) in WorkloadKind::ALL.into_iter().zip(hashes.iter_mut()) {
+    for (kind, h) in WorkloadKind::BUILT_IN.into_iter().zip(hashes.iter_mut()) {
         *h = wait_hash_change(&client, &ns, kind, &name(kind), Some(h)).await;
     }
     follower
@@ -133,8 +129,8 @@ async fn writes_never_exceed_the_global_token_bucket() {
     }
     // One Deployment and one StatefulSet, each using two ConfigMaps.
     for (kind, cms) in [
-        (WorkloadKind::Deployment, ["cfg0", "cfg1"]),
-        (WorkloadKind::StatefulSet, ["cfg2", "cfg3"]),
+        (WorkloadKind::DEPLOYMENT, ["cfg0", "cfg1"]),
+        (WorkloadKind::STATEFUL_SET, ["cfg2", "cfg3"]),
     ] {
         let env_from: Vec<_> = cms.iter().map(|c| json!({"configMapRef": {"name": c}})).collect();
         create_workload(
@@ -149,7 +145,7 @@ async fn writes_never_exceed_the_global_token_bucket() {
     }
     let started = Instant::now();
     let wave = Wave::start(&[&ns], &["--update-rate=1", "--update-burst=2"]).await;
-    for kind in [WorkloadKind::Deployment, WorkloadKind::StatefulSet] {
+    for kind in [WorkloadKind::DEPLOYMENT, WorkloadKind::STATEFUL_SET] {
         wait_hash_change(&client, &ns, kind, &name(kind), None).await;
     }
     for round in 1..=5 {
@@ -168,8 +164,8 @@ async fn writes_never_exceed_the_global_token_bucket() {
         "both workloads to reach the final hash",
         Duration::from_secs(90),
         || async {
-            let done = at_final_hash(&client, &ns, WorkloadKind::Deployment).await
-                && at_final_hash(&client, &ns, WorkloadKind::StatefulSet).await;
+            let done = at_final_hash(&client, &ns, WorkloadKind::DEPLOYMENT).await
+                && at_final_hash(&client, &ns, WorkloadKind::STATEFUL_SET).await;
             done.then_some(())
         },
     )
@@ -193,7 +189,7 @@ async fn writes_never_exceed_the_global_token_bucket() {
 async fn at_final_hash(client: &kube::Client, ns: &str, kind: WorkloadKind) -> bool {
     let w = workload(client, ns, kind, &name(kind)).await;
     let refs = w.references();
-    let mut fetched = wave::core::hash::Fetched::new();
+    let mut fetched = wave_core::hash::Fetched::new();
     for key in refs.keys() {
         let cm: k8s_openapi::api::core::v1::ConfigMap = kube::Api::namespaced(client.clone(), &key.namespace)
             .get(&key.name)
@@ -201,10 +197,10 @@ async fn at_final_hash(client: &kube::Client, ns: &str, kind: WorkloadKind) -> b
             .unwrap();
         fetched.insert(
             key,
-            std::sync::Arc::new(wave::core::hash::Content::from_config_map(&cm)),
+            std::sync::Arc::new(wave_core::hash::Content::from_config_map(&cm)),
         );
     }
-    w.current_hash() == Some(wave::core::hash::config_hash(ns, &refs, &fetched).as_str())
+    w.current_hash() == Some(wave_core::hash::config_hash(ns, &refs, &fetched).as_str())
 }
 
 #[tokio::test]
@@ -218,10 +214,10 @@ async fn a_secret_value_never_appears_in_logs_events_or_metrics() {
                        {"name": "M", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "missing"}}}]}),
         json!({"volumes": [{"name": "s", "secret": {"secretName": "creds"}}]}),
     );
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         create_workload(&client, &ns, kind, &name(kind), opted_in(&[]), spec.clone()).await;
     }
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         wait_for("a ConfigMissing warning", TIMEOUT, || async {
             events_for(&client, &ns, &name(kind))
                 .await
@@ -231,7 +227,7 @@ async fn a_secret_value_never_appears_in_logs_events_or_metrics() {
         .await;
     }
     patch_secret(&client, &ns, "creds", json!({"stringData": {"missing": CANARY}})).await;
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         wait_hash_change(&client, &ns, kind, &name(kind), None).await;
     }
     let b64 = {
@@ -245,7 +241,7 @@ async fn a_secret_value_never_appears_in_logs_events_or_metrics() {
     );
     let (_, metrics) = testenv::http_get(wave.metrics, "/metrics").unwrap();
     let mut events = String::new();
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         for (t, r, n) in events_for(&client, &ns, &name(kind)).await {
             events.push_str(&format!("{t} {r} {n}\n"));
         }

@@ -6,13 +6,9 @@
 
 use serde_json::{Value, json};
 use testenv::wait_for;
-use wave::core::workload::WorkloadKind;
+use wave_core::workload::WorkloadKind;
 
 use crate::harness::*;
-
-fn name(kind: WorkloadKind) -> String {
-    kind.as_str().to_lowercase()
-}
 
 #[tokio::test]
 async fn opting_in_writes_the_hash_of_the_spec_for_every_kind() {
@@ -20,7 +16,7 @@ async fn opting_in_writes_the_hash_of_the_spec_for_every_kind() {
     create_configmap(&client, &ns, "app-config", json!({"a": "b"})).await;
     create_secret(&client, &ns, "creds", json!({"password": "hunter2"})).await;
     let _wave = Wave::start(&[&ns], &[]).await;
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         let cm = pod_spec(
             json!({"envFrom": [{"configMapRef": {"name": "app-config"}}]}),
             json!({}),
@@ -48,8 +44,8 @@ async fn opting_in_writes_the_hash_of_the_spec_for_every_kind() {
         )
         .await;
     }
-    for kind in WorkloadKind::ALL {
-        // Vectors from wave-behaviour.md §5.5, computed by Wave's algorithm.
+    for kind in WorkloadKind::BUILT_IN {
+        // The test vectors of `docs/behaviour.md`, "The hash", computed by Wave's algorithm.
         let h = wait_hash_change(&client, &ns, kind, &format!("cm-{}", name(kind)), None).await;
         assert_eq!(
             h, "c723035841cb99a64b7b37c2733cbf07045a0e31d539c67aff2bae20f55bff6b",
@@ -75,10 +71,10 @@ async fn assert_change_rolls(prefix: &str, setup_config: Value, spec: Value, cha
     }
     let _wave = Wave::start(&[&ns], &["--update-rate=inf"]).await;
     let mut before = Vec::new();
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         create_workload(&client, &ns, kind, &name(kind), opted_in(&[]), spec.clone()).await;
     }
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         let h = wait_hash_change(&client, &ns, kind, &name(kind), None).await;
         before.push((kind, h, settled_revisions(&client, &ns, kind, &name(kind)).await));
     }
@@ -214,18 +210,8 @@ async fn keyed_workloads(prefix: &str) -> (kube::Client, String, Wave, Vec<(Work
     let volumes = json!({"volumes": [{"name": "p", "projected": {"sources": [
         {"configMap": {"name": "cfg", "items": [{"key": "a", "path": "a"}]}}]}}]});
     let mut hashes = Vec::new();
-    for kind in WorkloadKind::ALL {
-        create_workload(
-            &client,
-            &ns,
-            kind,
-            &name(kind),
-            opted_in(&[]),
-            pod_spec(env.clone(), volumes.clone()),
-        )
-        .await;
-    }
-    for kind in WorkloadKind::ALL {
+    create_every_kind(&client, &ns, opted_in(&[]), pod_spec(env.clone(), volumes.clone())).await;
+    for kind in WorkloadKind::BUILT_IN {
         hashes.push((
             kind,
             wait_hash_change(&client, &ns, kind, &name(kind), None).await,
@@ -308,11 +294,11 @@ async fn recreating_a_required_configmap_with_identical_data_rolls_nothing() {
     create_configmap(&client, &ns, "cfg", json!({"a": "1"})).await;
     let wave = Wave::start(&[&ns], &["--update-rate=inf"]).await;
     let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         create_workload(&client, &ns, kind, &name(kind), opted_in(&[]), spec.clone()).await;
     }
     let mut revs = Vec::new();
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         wait_hash_change(&client, &ns, kind, &name(kind), None).await;
         revs.push(settled_revisions(&client, &ns, kind, &name(kind)).await);
     }
@@ -330,7 +316,7 @@ async fn recreating_a_required_configmap_with_identical_data_rolls_nothing() {
         3,
         "identical data means an identical hash: no write"
     );
-    for (kind, rev) in WorkloadKind::ALL.into_iter().zip(revs) {
+    for (kind, rev) in WorkloadKind::BUILT_IN.into_iter().zip(revs) {
         assert_eq!(
             revisions(&client, &ns, kind, &name(kind)).await,
             rev,

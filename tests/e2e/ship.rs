@@ -8,7 +8,7 @@ use std::process::Command;
 use serde_json::json;
 use serde_norway::Value;
 use testenv::{cluster, helm_bin_dir, http_get, repo_root, wait_for};
-use wave::core::workload::WorkloadKind;
+use wave_core::workload::WorkloadKind;
 
 use crate::harness::*;
 
@@ -367,10 +367,10 @@ async fn namespaced_identity(
 async fn core_scenario(client: &kube::Client, ns: &str) {
     create_configmap(client, ns, "cfg", json!({"a": "1"})).await;
     let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
-    create_workload(client, ns, WorkloadKind::Deployment, "web", opted_in(&[]), spec).await;
-    let first = wait_hash_change(client, ns, WorkloadKind::Deployment, "web", None).await;
+    create_workload(client, ns, WorkloadKind::DEPLOYMENT, "web", opted_in(&[]), spec).await;
+    let first = wait_hash_change(client, ns, WorkloadKind::DEPLOYMENT, "web", None).await;
     patch_configmap(client, ns, "cfg", json!({"data": {"a": "2"}})).await;
-    wait_hash_change(client, ns, WorkloadKind::Deployment, "web", Some(&first)).await;
+    wait_hash_change(client, ns, WorkloadKind::DEPLOYMENT, "web", Some(&first)).await;
 }
 
 #[tokio::test]
@@ -477,7 +477,7 @@ async fn a_missing_patch_verb_is_named_in_the_log_an_event_and_readyz() {
     let wave = Wave::start_as(&kubeconfig, &[&ns], &["--update-rate=inf"]).await;
     create_configmap(&client, &ns, "cfg", json!({"a": "1"})).await;
     let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
-    create_workload(&client, &ns, WorkloadKind::Deployment, "web", opted_in(&[]), spec).await;
+    create_workload(&client, &ns, WorkloadKind::DEPLOYMENT, "web", opted_in(&[]), spec).await;
     let port = wave.health;
     let body = wait_for("/readyz to report the denied patch", TIMEOUT, || async move {
         http_get(port, "/readyz")
@@ -497,5 +497,5 @@ async fn a_missing_patch_verb_is_named_in_the_log_an_event_and_readyz() {
             .any(|(t, r, _)| t == "Warning" && r == "WriteFailed"),
         "{events:?}"
     );
-    assert_eq!(hash_of(&client, &ns, WorkloadKind::Deployment, "web").await, None);
+    assert_eq!(hash_of(&client, &ns, WorkloadKind::DEPLOYMENT, "web").await, None);
 }

@@ -4,21 +4,17 @@
 use std::path::Path;
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 use testenv::{cluster, free_port, wait_for};
-use wave::core::workload::{Workload, WorkloadKind};
+use wave_core::workload::{Workload, WorkloadKind};
+use wave_runtime::api::to_workload;
 
 use crate::harness::*;
 
 const GATE: &str = "wave.pusher.com/config";
 const EMPTY_HASH: &str = "100444e91862dd77d7ebe29f050c1e9a7f357c771e1a7b7650aae27e6a3a031d";
-
-fn name(kind: WorkloadKind) -> String {
-    kind.as_str().to_lowercase()
-}
 
 /// Where wave keeps its webhook's registration and certificate.
 struct Names {
@@ -97,12 +93,12 @@ async fn start_named(
     let wave = Wave::start_as(kubeconfig, &[ns], &args).await;
     // A dry-run create comes back hashed once the apiserver trusts the CA and calls the webhook.
     let probe = body(
-        WorkloadKind::Deployment,
+        WorkloadKind::DEPLOYMENT,
         "probe",
         &opted_in(&[]),
         &pod_spec(json!({}), json!({})),
     );
-    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let api = workloads(client, ns, WorkloadKind::DEPLOYMENT);
     wait_for("the apiserver to call the webhook", TIMEOUT, || async {
         let pp = PostParams {
             dry_run: true,
@@ -112,7 +108,7 @@ async fn start_named(
             .create(&pp, &serde_json::from_value(probe.clone()).unwrap())
             .await
             .ok()?;
-        let w = Workload::from(d);
+        let w = to_workload(WorkloadKind::DEPLOYMENT, d).unwrap();
         (w.current_hash() == Some(EMPTY_HASH)).then_some(())
     })
     .await;
@@ -136,12 +132,11 @@ async fn create(
             dry_run: true,
             ..Default::default()
         };
-        let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-        return Workload::from(
-            api.create(&pp, &serde_json::from_value(body).unwrap())
-                .await
-                .unwrap(),
-        );
+        let created = workloads(client, ns, kind)
+            .create(&pp, &serde_json::from_value(body).unwrap())
+            .await
+            .unwrap();
+        return to_workload(kind, created).unwrap();
     }
     create_workload(client, ns, kind, name, annotations, spec).await;
     workload(client, ns, kind, name).await
@@ -158,7 +153,7 @@ async fn create_deployment(
     create(
         client,
         ns,
-        WorkloadKind::Deployment,
+        WorkloadKind::DEPLOYMENT,
         name,
         opted_in(&[]),
         spec,
@@ -205,7 +200,7 @@ async fn a_workload_whose_config_exists_gets_its_hash_at_creation_and_one_revisi
     let (client, ns) = setup("wh-hash").await;
     create_configmap(&client, &ns, "app-config", json!({"a": "b"})).await;
     let wave = start(&client, &ns, &[]).await;
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         let w = create(
             &client,
             &ns,
@@ -222,7 +217,7 @@ async fn a_workload_whose_config_exists_gets_its_hash_at_creation_and_one_revisi
             "{kind}: hash set at creation"
         );
     }
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         assert_eq!(
             settled_revisions(&client, &ns, kind, &name(kind)).await,
             1,
@@ -276,7 +271,7 @@ async fn the_charts_rbac_is_enough_for_the_webhook_and_for_releasing_held_pods()
 /// then released when the ConfigMap appears, its held pods replaced, and no pod ever restarted.
 async fn held_until_their_configmap_exists(client: &kube::Client, ns: &str) {
     let (client, ns) = (client.clone(), ns.to_string());
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         let w = create(
             &client,
             &ns,
@@ -290,7 +285,7 @@ async fn held_until_their_configmap_exists(client: &kube::Client, ns: &str) {
         assert!(w.has_scheduling_gate(), "{kind}: gated at creation");
         assert_eq!(w.current_hash(), None);
     }
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         let n = name(kind);
         wait_for(
             &format!("{kind}'s pods to be SchedulingGated"),
@@ -303,14 +298,14 @@ async fn held_until_their_configmap_exists(client: &kube::Client, ns: &str) {
         .await;
     }
     create_configmap(&client, &ns, "later", json!({"k": "v"})).await;
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         let n = name(kind);
         wait_for(&format!("{kind} released"), TIMEOUT, || async {
             let w = workload(&client, &ns, kind, &n).await;
             (!w.has_scheduling_gate() && w.current_hash().is_some()).then_some(())
         })
         .await;
-        if kind != WorkloadKind::Deployment {
+        if kind != WorkloadKind::DEPLOYMENT {
             wait_for(
                 &format!("{kind}'s held pods to be deleted and the gate's mark removed"),
                 TIMEOUT,
@@ -324,7 +319,7 @@ async fn held_until_their_configmap_exists(client: &kube::Client, ns: &str) {
             )
             .await;
         }
-        if kind == WorkloadKind::StatefulSet {
+        if kind == WorkloadKind::STATEFUL_SET {
             // A DaemonSet's controller may delete its unavailable pods first; a StatefulSet's never does.
             wait_for("the HeldPodsDeleted Event", TIMEOUT, || async {
                 events_for(&client, &ns, &n)
@@ -399,7 +394,7 @@ async fn a_missing_required_projected_key_is_held_until_it_is_added() {
     );
     patch_configmap(&client, &ns, "cfg", json!({"data": {"needed": "yes"}})).await;
     wait_for("the gate released with the hash", TIMEOUT, || async {
-        let w = workload(&client, &ns, WorkloadKind::Deployment, "web").await;
+        let w = workload(&client, &ns, WorkloadKind::DEPLOYMENT, "web").await;
         (!w.has_scheduling_gate() && w.current_hash().is_some()).then_some(())
     })
     .await;
@@ -414,13 +409,13 @@ async fn opting_out_while_gated_releases_the_gate() {
     patch_workload(
         &client,
         &ns,
-        WorkloadKind::Deployment,
+        WorkloadKind::DEPLOYMENT,
         "web",
         json!({"metadata": {"annotations": {OPT_IN: "false"}}}),
     )
     .await;
     let w = wait_for("the gate released", TIMEOUT, || async {
-        let w = workload(&client, &ns, WorkloadKind::Deployment, "web").await;
+        let w = workload(&client, &ns, WorkloadKind::DEPLOYMENT, "web").await;
         (!w.has_scheduling_gate()).then_some(w)
     })
     .await;
@@ -434,7 +429,7 @@ async fn a_gate_held_longer_than_the_maximum_is_released_with_a_warning() {
     let _wave = start(&client, &ns, &["--max-gate-duration=2s"]).await;
     create_deployment(&client, &ns, "web", uses_cm("never"), false).await;
     wait_for("the gate to time out", TIMEOUT, || async {
-        let w = workload(&client, &ns, WorkloadKind::Deployment, "web").await;
+        let w = workload(&client, &ns, WorkloadKind::DEPLOYMENT, "web").await;
         (!w.has_scheduling_gate()).then_some(())
     })
     .await;
@@ -455,9 +450,9 @@ async fn a_workload_gated_by_wave_with_its_fake_scheduler_is_restored() {
     let mut spec = uses_cm("cfg");
     spec["schedulerName"] = json!("wave.pusher.com/invalid");
     let annotations = opted_in(&[("wave.pusher.com/scheduling-disabled", "default-scheduler")]);
-    create_workload(&client, &ns, WorkloadKind::Deployment, "web", annotations, spec).await;
+    create_workload(&client, &ns, WorkloadKind::DEPLOYMENT, "web", annotations, spec).await;
     let w = wait_for("the scheduler restored", TIMEOUT, || async {
-        let w = workload(&client, &ns, WorkloadKind::Deployment, "web").await;
+        let w = workload(&client, &ns, WorkloadKind::DEPLOYMENT, "web").await;
         let scheduler = w.template.spec.as_ref().and_then(|s| s.scheduler_name.clone());
         (scheduler.as_deref() == Some("default-scheduler")).then_some(w)
     })
@@ -484,7 +479,7 @@ async fn with_wave_stopped_creates_and_updates_still_succeed() {
     let (client, ns) = setup("wh-stopped").await;
     let mut wave = start(&client, &ns, &[]).await;
     wave.kill();
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::BUILT_IN {
         let w = create(
             &client,
             &ns,

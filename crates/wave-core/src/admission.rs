@@ -1,0 +1,211 @@
+//! What the admission webhook does to a workload being created or updated, and the JSON patch for it.
+//!
+//! ```text
+//! Workload + References + Fetched + operation ─► decide() ─► Mutation::{None, SetHash, Gate}
+//!                                                                 └─► patch_ops() ─► RFC 6902 operations
+//! ```
+//!
+//! The same discovery, required check and hash as the reconciler. On CREATE with required config
+//! missing, the pods are held by the scheduling gate `wave.pusher.com/config` (they show as
+//! `SchedulingGated`) and the time is noted, so the reconciler can release the gate when the config
+//! appears, on opt-out, or after the maximum gate duration. On UPDATE nothing is gated (Wave's rule).
+
+use serde_json::{Value, json};
+
+use super::hash::{self, Fetched, Missing};
+use super::refs::References;
+use super::workload::Workload;
+use crate::names;
+
+/// Whether the request is a CREATE or an UPDATE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    /// CREATE.
+    Create,
+    /// UPDATE.
+    Update,
+}
+
+/// What to change in the admitted object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// Admit it as it is.
+    None,
+    /// Set the config hash on the pod template.
+    SetHash(String),
+    /// Hold the pods until this missing config exists.
+    Gate {
+        /// What is missing.
+        missing: Vec<Missing>,
+    },
+}
+
+/// Decides the mutation of an admitted workload.
+pub fn decide(workload: &Workload, refs: &References, fetched: &Fetched, operation: Operation) -> Mutation {
+    if !workload.is_opted_in() {
+        return Mutation::None;
+    }
+    let missing = hash::missing(refs, fetched);
+    if !missing.is_empty() {
+        return match operation {
+            Operation::Create if !workload.has_scheduling_gate() => Mutation::Gate { missing },
+            _ => Mutation::None,
+        };
+    }
+    let new_hash = hash::config_hash(&workload.id.namespace, refs, fetched);
+    if workload.current_hash() == Some(new_hash.as_str()) {
+        Mutation::None
+    } else {
+        Mutation::SetHash(new_hash)
+    }
+}
+
+/// `~` and `/` escaped for a JSON pointer (RFC 6901).
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// The RFC 6902 operations that apply `mutation` to `workload`; `now` is the gate's start (RFC 3339).
+pub fn patch_ops(workload: &Workload, mutation: &Mutation, now: &str) -> Vec<Value> {
+    match mutation {
+        Mutation::None => Vec::new(),
+        Mutation::SetHash(hash) => {
+            let meta = workload.template.metadata.as_ref();
+            if meta.is_none() {
+                vec![json!({"op": "add", "path": "/spec/template/metadata",
+                            "value": {"annotations": {(names::CONFIG_HASH): hash}}})]
+            } else if meta.and_then(|m| m.annotations.as_ref()).is_none() {
+                vec![json!({"op": "add", "path": "/spec/template/metadata/annotations",
+                            "value": {(names::CONFIG_HASH): hash}})]
+            } else {
+                let path = format!(
+                    "/spec/template/metadata/annotations/{}",
+                    escape(names::CONFIG_HASH)
+                );
+                vec![json!({"op": "add", "path": path, "value": hash})]
+            }
+        }
+        Mutation::Gate { .. } => {
+            let gate = json!({"name": names::SCHEDULING_GATE});
+            let has_gates = workload
+                .template
+                .spec
+                .as_ref()
+                .and_then(|s| s.scheduling_gates.as_ref())
+                .is_some();
+            let gate_op = if has_gates {
+                json!({"op": "add", "path": "/spec/template/spec/schedulingGates/-", "value": gate})
+            } else {
+                json!({"op": "add", "path": "/spec/template/spec/schedulingGates", "value": [gate]})
+            };
+            // Opted-in workloads always carry annotations: the opt-in is one.
+            let path = format!("/metadata/annotations/{}", escape(names::GATED_AT));
+            vec![gate_op, json!({"op": "add", "path": path, "value": now})]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::Content;
+    use crate::refs::{ConfigKey, ConfigKind};
+    use crate::workload::testing::deployment;
+    use std::sync::Arc;
+
+    fn uses_cm() -> Workload {
+        deployment(
+            "ns",
+            "w",
+            &[],
+            json!({"containers": [{"name": "c", "envFrom": [{"configMapRef": {"name": "cm"}}]}]}),
+        )
+    }
+
+    fn present() -> Fetched {
+        Fetched::from([(
+            ConfigKey::new(ConfigKind::ConfigMap, "ns", "cm"),
+            Arc::new(Content::default()),
+        )])
+    }
+
+    /// Applies the operations to the workload's JSON, as the apiserver would.
+    fn apply(w: &Workload, ops: Vec<Value>) -> Value {
+        let mut doc = json!({"metadata": {"annotations": w.annotations}, "spec": {"template": w.template}});
+        let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops)).unwrap();
+        json_patch::patch(&mut doc, &patch).expect("the operations apply");
+        doc
+    }
+
+    #[test]
+    fn existing_config_sets_the_hash_at_admission() {
+        let w = uses_cm();
+        let m = decide(&w, &w.references(), &present(), Operation::Create);
+        let Mutation::SetHash(hash) = &m else {
+            panic!("{m:?}")
+        };
+        let doc = apply(&w, patch_ops(&w, &m, "t"));
+        assert_eq!(
+            doc["spec"]["template"]["metadata"]["annotations"][names::CONFIG_HASH],
+            json!(hash)
+        );
+    }
+
+    #[test]
+    fn missing_config_gates_on_create_only() {
+        let w = uses_cm();
+        let m = decide(&w, &w.references(), &Fetched::new(), Operation::Create);
+        assert!(matches!(m, Mutation::Gate { .. }));
+        let doc = apply(&w, patch_ops(&w, &m, "2026-11-22T12:00:00Z"));
+        assert_eq!(
+            doc["spec"]["template"]["spec"]["schedulingGates"],
+            json!([{"name": names::SCHEDULING_GATE}])
+        );
+        assert_eq!(
+            doc["metadata"]["annotations"][names::GATED_AT],
+            json!("2026-11-22T12:00:00Z")
+        );
+        assert_eq!(
+            decide(&w, &w.references(), &Fetched::new(), Operation::Update),
+            Mutation::None
+        );
+    }
+
+    #[test]
+    fn the_gate_is_appended_to_existing_gates() {
+        let mut w = uses_cm();
+        w.template.spec.as_mut().unwrap().scheduling_gates =
+            Some(vec![serde_json::from_value(json!({"name": "other"})).unwrap()]);
+        let m = decide(&w, &w.references(), &Fetched::new(), Operation::Create);
+        let doc = apply(&w, patch_ops(&w, &m, "t"));
+        assert_eq!(
+            doc["spec"]["template"]["spec"]["schedulingGates"],
+            json!([{"name": "other"}, {"name": names::SCHEDULING_GATE}])
+        );
+    }
+
+    #[test]
+    fn workloads_not_opted_in_or_already_hashed_are_admitted_unchanged() {
+        let mut w = uses_cm();
+        w.annotations
+            .insert(names::UPDATE_ON_CONFIG_CHANGE.into(), "no".into());
+        assert_eq!(
+            decide(&w, &w.references(), &present(), Operation::Create),
+            Mutation::None
+        );
+        let w = uses_cm();
+        let Mutation::SetHash(hash) = decide(&w, &w.references(), &present(), Operation::Update) else {
+            panic!()
+        };
+        let mut hashed = w.clone();
+        hashed
+            .template
+            .metadata
+            .get_or_insert_with(Default::default)
+            .annotations = Some([(names::CONFIG_HASH.to_string(), hash)].into());
+        assert_eq!(
+            decide(&hashed, &hashed.references(), &present(), Operation::Update),
+            Mutation::None
+        );
+    }
+}

@@ -1,0 +1,457 @@
+//! The config hash and the required-config check, byte-compatible with Wave v0.11.
+//!
+//! ```text
+//! References ─┐
+//!             ├─► missing()    ─► [Missing]   (empty ⇒ the hash may be written)
+//! Fetched ────┤
+//!             └─► config_hash() ─► HashSource (compact JSON) ─► SHA-256 lowercase hex
+//! ```
+//!
+//! `Fetched` holds the content of the referenced objects that exist; an absent key means the object does
+//! not exist. The hash source is `{"configMaps":{name:{key:base64}},"secrets":{…}}` with every map sorted
+//! (`docs/behaviour.md`, "The hash"). Difference `namespace-clash`: when existing referenced objects of one
+//! kind share a name across namespaces, the ones outside the workload's namespace are keyed `namespace/name`, so they no longer mask
+//! each other; every workload without such a clash keeps Wave's exact hash.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use sha2::{Digest, Sha256};
+
+use super::refs::{ConfigKey, ConfigKind, Keys, References};
+
+/// The values of one config object, as the hash and the required-key check see them: a ConfigMap's
+/// `data` (UTF-8 bytes) overlaid with its `binaryData`, or a Secret's `data`. Nothing else is kept.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Content {
+    values: BTreeMap<String, Vec<u8>>,
+}
+
+// Values may be Secret data: never print them.
+impl fmt::Debug for Content {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Content")
+            .field("keys", &self.values.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Content {
+    /// Content from explicit values.
+    pub fn new(values: BTreeMap<String, Vec<u8>>) -> Self {
+        Self { values }
+    }
+
+    /// A ConfigMap's `data` then `binaryData` (the apiserver forbids a key in both).
+    pub fn from_config_map(cm: &ConfigMap) -> Self {
+        let mut values: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        for (k, v) in cm.data.iter().flatten() {
+            values.insert(k.clone(), v.as_bytes().to_vec());
+        }
+        for (k, v) in cm.binary_data.iter().flatten() {
+            values.insert(k.clone(), v.0.clone());
+        }
+        Self { values }
+    }
+
+    /// A Secret's `data`, plus `stringData` as the apiserver would merge it (for offline manifests).
+    pub fn from_secret(secret: &Secret) -> Self {
+        let mut values: BTreeMap<String, Vec<u8>> = secret
+            .data
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.0.clone()))
+            .collect();
+        for (k, v) in secret.string_data.iter().flatten() {
+            values.insert(k.clone(), v.as_bytes().to_vec());
+        }
+        Self { values }
+    }
+
+    /// Whether `key` is present.
+    pub fn contains(&self, key: &str) -> bool {
+        self.values.contains_key(key)
+    }
+
+    /// The key names, sorted.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.values.keys().map(String::as_str)
+    }
+}
+
+/// Content of the referenced objects that exist. A key that is not here names an absent object.
+pub type Fetched = HashMap<ConfigKey, Arc<Content>>;
+
+/// One reason the hash cannot be written: a required object or key is missing.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Missing {
+    /// A required object does not exist.
+    Object(ConfigKey),
+    /// A key selected by a required reference does not exist in the object.
+    Key(ConfigKey, String),
+}
+
+impl fmt::Display for Missing {
+    // Wave's exact words (`docs/behaviour.md`, "Missing config").
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Missing::Object(k) => write!(f, "missing required {} {}/{}", k.kind, k.namespace, k.name),
+            Missing::Key(k, key) => {
+                write!(
+                    f,
+                    "missing required key {key} in {} {}/{}",
+                    k.kind, k.namespace, k.name
+                )
+            }
+        }
+    }
+}
+
+/// Wave's error text for a failed required check: `not all required children exist: …`.
+pub fn missing_message(missing: &[Missing]) -> String {
+    let parts: Vec<String> = missing.iter().map(ToString::to_string).collect();
+    format!("not all required children exist: {}", parts.join(", "))
+}
+
+/// Every required object or key that is missing, ConfigMaps first, each in reference order; the keys of
+/// one reference sorted. A child referenced twice is reported twice, as Wave does.
+pub fn missing(refs: &References, fetched: &Fetched) -> Vec<Missing> {
+    let mut out = Vec::new();
+    for r in refs.iter().filter(|r| r.required) {
+        match fetched.get(&r.key) {
+            None => out.push(Missing::Object(r.key.clone())),
+            Some(content) => {
+                if let Keys::Only(keys) = &r.keys {
+                    for key in keys.iter().filter(|k| !content.contains(k)) {
+                        out.push(Missing::Key(r.key.clone(), key.clone()));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The exact bytes that are hashed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HashSource(Vec<u8>);
+
+impl HashSource {
+    /// The compact JSON bytes. They may carry Secret values (base64): never log them.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// Lowercase hex SHA-256 of the source: the value of `wave.pusher.com/config-hash`.
+    pub fn hash(&self) -> String {
+        let digest = Sha256::digest(&self.0);
+        let mut out = String::with_capacity(64);
+        for b in digest {
+            out.push_str(&format!("{b:02x}"));
+        }
+        out
+    }
+}
+
+type Section = BTreeMap<String, BTreeMap<String, String>>;
+
+#[derive(serde::Serialize)]
+struct SourceJson<'a> {
+    #[serde(rename = "configMaps")]
+    config_maps: &'a Section,
+    secrets: &'a Section,
+}
+
+/// Builds the hash source of a workload in `namespace` from its references and the fetched content.
+/// Absent objects contribute nothing; several references to one object union their keys.
+pub fn hash_source(namespace: &str, refs: &References, fetched: &Fetched) -> HashSource {
+    let config_maps = section(namespace, ConfigKind::ConfigMap, refs, fetched);
+    let secrets = section(namespace, ConfigKind::Secret, refs, fetched);
+    let json = serde_json::to_vec(&SourceJson {
+        config_maps: &config_maps,
+        secrets: &secrets,
+    })
+    .expect("maps of strings always serialise");
+    HashSource(json)
+}
+
+/// The config hash of a workload: `hash_source(...).hash()`.
+pub fn config_hash(namespace: &str, refs: &References, fetched: &Fetched) -> String {
+    hash_source(namespace, refs, fetched).hash()
+}
+
+fn section(namespace: &str, kind: ConfigKind, refs: &References, fetched: &Fetched) -> Section {
+    let list = match kind {
+        ConfigKind::ConfigMap => &refs.config_maps,
+        ConfigKind::Secret => &refs.secrets,
+    };
+    // Difference `namespace-clash`: bare names shared by existing objects from more than one namespace.
+    let mut namespaces_by_name: HashMap<&str, BTreeSet<&str>> = HashMap::new();
+    for r in list.iter().filter(|r| fetched.contains_key(&r.key)) {
+        namespaces_by_name
+            .entry(&r.key.name)
+            .or_default()
+            .insert(&r.key.namespace);
+    }
+    let mut out = Section::new();
+    for r in list {
+        let Some(content) = fetched.get(&r.key) else {
+            continue;
+        };
+        let clash = namespaces_by_name
+            .get(r.key.name.as_str())
+            .is_some_and(|n| n.len() > 1);
+        let entry_name = if clash && r.key.namespace != namespace {
+            format!("{}/{}", r.key.namespace, r.key.name)
+        } else {
+            r.key.name.clone()
+        };
+        let entry = out.entry(entry_name).or_default();
+        for (k, v) in &content.values {
+            if r.keys.uses(k) {
+                entry.insert(k.clone(), STANDARD.encode(v));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::refs::{Reference, References};
+
+    fn content(pairs: &[(&str, &[u8])]) -> Arc<Content> {
+        Arc::new(Content::new(
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_vec())).collect(),
+        ))
+    }
+
+    fn reference(kind: ConfigKind, ns: &str, name: &str, keys: Keys, required: bool) -> Reference {
+        Reference {
+            key: ConfigKey::new(kind, ns, name),
+            required,
+            keys,
+            origin: "test".into(),
+        }
+    }
+
+    fn refs(list: Vec<Reference>) -> References {
+        let mut r = References::default();
+        for x in list {
+            match x.key.kind {
+                ConfigKind::ConfigMap => r.config_maps.push(x),
+                ConfigKind::Secret => r.secrets.push(x),
+            }
+        }
+        r
+    }
+
+    fn only(keys: &[&str]) -> Keys {
+        Keys::Only(keys.iter().map(|k| k.to_string()).collect())
+    }
+
+    fn source(ns: &str, r: &References, f: &Fetched) -> String {
+        String::from_utf8(hash_source(ns, r, f).as_bytes().to_vec()).unwrap()
+    }
+
+    // The four test vectors of `docs/behaviour.md`, "The hash".
+    #[test]
+    fn no_references_hash_to_wave_empty_vector() {
+        let (r, f) = (References::default(), Fetched::new());
+        assert_eq!(source("ns", &r, &f), r#"{"configMaps":{},"secrets":{}}"#);
+        assert_eq!(
+            config_hash("ns", &r, &f),
+            "100444e91862dd77d7ebe29f050c1e9a7f357c771e1a7b7650aae27e6a3a031d"
+        );
+    }
+
+    #[test]
+    fn configmap_all_keys_matches_wave_vector() {
+        let r = refs(vec![reference(
+            ConfigKind::ConfigMap,
+            "ns",
+            "app-config",
+            Keys::All,
+            true,
+        )]);
+        let f = Fetched::from([(r.config_maps[0].key.clone(), content(&[("a", b"b")]))]);
+        assert_eq!(
+            source("ns", &r, &f),
+            r#"{"configMaps":{"app-config":{"a":"Yg=="}},"secrets":{}}"#
+        );
+        assert_eq!(
+            config_hash("ns", &r, &f),
+            "c723035841cb99a64b7b37c2733cbf07045a0e31d539c67aff2bae20f55bff6b"
+        );
+    }
+
+    #[test]
+    fn secret_all_keys_matches_wave_vector() {
+        let r = refs(vec![reference(
+            ConfigKind::Secret,
+            "ns",
+            "creds",
+            Keys::All,
+            true,
+        )]);
+        let f = Fetched::from([(r.secrets[0].key.clone(), content(&[("password", b"hunter2")]))]);
+        assert_eq!(
+            config_hash("ns", &r, &f),
+            "aeeffb69d9a05df58ea1b4a549c0bd990a5f01b67094131e2a02f8028eb07085"
+        );
+    }
+
+    #[test]
+    fn existing_object_without_selected_keys_appears_empty_matching_wave_vector() {
+        let r = refs(vec![reference(
+            ConfigKind::ConfigMap,
+            "ns",
+            "empty",
+            only(&["nope"]),
+            false,
+        )]);
+        let f = Fetched::from([(r.config_maps[0].key.clone(), content(&[("other", b"x")]))]);
+        assert_eq!(
+            source("ns", &r, &f),
+            r#"{"configMaps":{"empty":{}},"secrets":{}}"#
+        );
+        assert_eq!(
+            config_hash("ns", &r, &f),
+            "17b86b9962b7c56a25dc449fa3eacce8aa03cb2d971bf407797f7d90782b22e3"
+        );
+    }
+
+    #[test]
+    fn several_references_to_one_object_union_their_keys() {
+        let cfg = content(&[("a", b"1"), ("b", b"2"), ("bin", &[0x00, 0xff])]);
+        let key_ref = reference(ConfigKind::ConfigMap, "ns", "cfg", only(&["a"]), true);
+        let projected = reference(ConfigKind::ConfigMap, "ns", "cfg", only(&["bin"]), true);
+        let r = refs(vec![key_ref.clone(), projected.clone()]);
+        let f = Fetched::from([(key_ref.key.clone(), cfg)]);
+        assert_eq!(
+            source("ns", &r, &f),
+            r#"{"configMaps":{"cfg":{"a":"MQ==","bin":"AP8="}},"secrets":{}}"#
+        );
+        let all = reference(ConfigKind::ConfigMap, "ns", "cfg", Keys::All, true);
+        let r = refs(vec![key_ref, projected, all]);
+        assert_eq!(
+            source("ns", &r, &f),
+            r#"{"configMaps":{"cfg":{"a":"MQ==","b":"Mg==","bin":"AP8="}},"secrets":{}}"#
+        );
+    }
+
+    #[test]
+    fn absent_optional_object_contributes_nothing() {
+        let r = refs(vec![reference(
+            ConfigKind::Secret,
+            "ns",
+            "gone",
+            Keys::All,
+            false,
+        )]);
+        assert_eq!(
+            source("ns", &r, &Fetched::new()),
+            r#"{"configMaps":{},"secrets":{}}"#
+        );
+    }
+
+    #[test]
+    fn cross_namespace_reference_without_clash_keeps_bare_name_like_wave() {
+        let r = refs(vec![reference(
+            ConfigKind::ConfigMap,
+            "other",
+            "shared",
+            Keys::All,
+            false,
+        )]);
+        let f = Fetched::from([(r.config_maps[0].key.clone(), content(&[("k", b"v")]))]);
+        assert_eq!(
+            source("ns", &r, &f),
+            r#"{"configMaps":{"shared":{"k":"dg=="}},"secrets":{}}"#
+        );
+    }
+
+    #[test]
+    fn same_name_in_two_namespaces_is_keyed_by_namespace_outside_the_workloads_own() {
+        let own = reference(ConfigKind::ConfigMap, "ns", "shared", Keys::All, true);
+        let other = reference(ConfigKind::ConfigMap, "other", "shared", Keys::All, false);
+        let r = refs(vec![own.clone(), other.clone()]);
+        let f = Fetched::from([
+            (own.key, content(&[("k", b"1")])),
+            (other.key, content(&[("k", b"2")])),
+        ]);
+        assert_eq!(
+            source("ns", &r, &f),
+            r#"{"configMaps":{"other/shared":{"k":"Mg=="},"shared":{"k":"MQ=="}},"secrets":{}}"#
+        );
+        assert_eq!(
+            config_hash("ns", &r, &f),
+            "4b9c7c63357fc0069815510157f2775445960603e11174630944e1ce1150c493"
+        );
+    }
+
+    #[test]
+    fn missing_lists_configmaps_then_secrets_in_reference_order_with_sorted_keys() {
+        let r = refs(vec![
+            reference(ConfigKind::Secret, "ns", "s", only(&["z", "a"]), true),
+            reference(ConfigKind::ConfigMap, "ns", "gone", Keys::All, true),
+            reference(ConfigKind::ConfigMap, "ns", "opt", Keys::All, false),
+            reference(ConfigKind::ConfigMap, "ns", "gone", only(&["x"]), true),
+        ]);
+        let f = Fetched::from([(
+            ConfigKey::new(ConfigKind::Secret, "ns", "s"),
+            content(&[("q", b"")]),
+        )]);
+        assert_eq!(
+            missing_message(&missing(&r, &f)),
+            "not all required children exist: missing required configmap ns/gone, \
+             missing required configmap ns/gone, missing required key a in secret ns/s, \
+             missing required key z in secret ns/s"
+        );
+    }
+
+    #[test]
+    fn optional_reference_keys_are_never_checked() {
+        let r = refs(vec![reference(
+            ConfigKind::Secret,
+            "ns",
+            "s",
+            only(&["absent"]),
+            false,
+        )]);
+        let f = Fetched::from([(r.secrets[0].key.clone(), content(&[]))]);
+        assert!(missing(&r, &f).is_empty());
+    }
+
+    #[test]
+    fn content_debug_never_shows_values() {
+        let c = content(&[("password", b"hunter2")]);
+        let shown = format!("{c:?}");
+        assert!(
+            shown.contains("password") && !shown.contains("hunter2"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn configmap_content_overlays_binary_data_and_secret_merges_string_data() {
+        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x"}, "data": {"a": "1"}, "binaryData": {"b": "AP8="}
+        }))
+        .unwrap();
+        let c = Content::from_config_map(&cm);
+        assert_eq!(c.keys().collect::<Vec<_>>(), ["a", "b"]);
+        let s: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x"}, "data": {"a": "MQ=="}, "stringData": {"a": "2", "b": "3"}
+        }))
+        .unwrap();
+        let c = Content::from_secret(&s);
+        assert_eq!(c.values["a"], b"2", "stringData wins, as the apiserver merges it");
+        assert_eq!(c.values["b"], b"3");
+    }
+}

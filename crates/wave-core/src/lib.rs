@@ -1,0 +1,33 @@
+//! wave's sans-IO core: every rule that decides what wave writes, as pure functions and types.
+//!
+//! ```text
+//! kind::WorkloadKind (facts per kind) ─► workload::Workload (the one view of a workload)
+//! refs::discover ─► References ─┬─► hash::missing ─┐
+//!                               └─► hash::config_hash ─► plan::plan ─► Plan ─► plan::patch_body
+//!                                                      └─► admission::decide ─► Mutation ─► admission::patch_ops
+//! tracker::Tracker (watch events → view + index::RefIndex → workloads to wake)
+//! queue::QueueState (dedupe, one reconcile per key at a time)   ratelimit::TokenBucket (global writes)
+//! manifest (wave hash: rendered manifests)   impact (wave impact: would a change roll this workload)
+//! ```
+//!
+//! Nothing here talks to the network, reads the clock or spawns a task: this crate depends on no async
+//! runtime and no client, and `clippy.toml` beside its manifest forbids the clock and the file system.
+//! The controller, the CLI and the webhook all call these same functions, so each rule has one
+//! implementation. What each rule does for users is described in `docs/behaviour.md`; comments cite its
+//! headings, and its differences from Wave by their names (`init-containers`, `namespace-clash`, …).
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
+
+pub mod admission;
+pub mod hash;
+pub mod impact;
+pub mod index;
+pub mod kind;
+pub mod manifest;
+pub mod names;
+pub mod plan;
+pub mod queue;
+pub mod ratelimit;
+pub mod refs;
+pub mod tracker;
+pub mod workload;

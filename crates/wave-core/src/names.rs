@@ -1,0 +1,58 @@
+//! Every well-known name wave reads or writes: annotation keys, the field manager, the lease name and
+//! Event reasons. The annotation keys and Wave's Event reasons and messages are byte-identical to Wave
+//! v0.11 (`docs/behaviour.md`, "Opting in" and "Events"), so a workload moves between the two with no change.
+
+/// Workload opt-in. Active only when the value is exactly `"true"`.
+pub const UPDATE_ON_CONFIG_CHANGE: &str = "wave.pusher.com/update-on-config-change";
+/// Pod-template annotation holding the 64-hex-character SHA-256 config hash.
+pub const CONFIG_HASH: &str = "wave.pusher.com/config-hash";
+/// Comma-separated `name` or `namespace/name` of extra ConfigMaps (optional, all keys).
+pub const EXTRA_CONFIGMAPS: &str = "wave.pusher.com/extra-configmaps";
+/// Comma-separated `name` or `namespace/name` of extra Secrets (optional, all keys).
+pub const EXTRA_SECRETS: &str = "wave.pusher.com/extra-secrets";
+/// Written by Wave's webhook when it gated scheduling; the value is the original `schedulerName`.
+pub const SCHEDULING_DISABLED: &str = "wave.pusher.com/scheduling-disabled";
+/// The fake scheduler name Wave's webhook uses to hold pods.
+pub const INVALID_SCHEDULER: &str = "wave.pusher.com/invalid";
+/// The scheduler a template uses when `schedulerName` is unset.
+pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// The pod scheduling gate wave's webhook adds while required config is missing.
+pub const SCHEDULING_GATE: &str = "wave.pusher.com/config";
+/// Workload annotation: when wave's webhook gated it (RFC 3339), for `--max-gate-duration`.
+pub const GATED_AT: &str = "wave.pusher.com/gated-at";
+
+/// Field manager of every write wave makes, so `managedFields` attribute the hash to wave.
+pub const FIELD_MANAGER: &str = "wave";
+/// Controller name reported on Events.
+pub const CONTROLLER_NAME: &str = "wave";
+/// Default name of the leader-election Lease (Wave's `--leader-election-id` default).
+pub const DEFAULT_LEASE_NAME: &str = "wave";
+
+/// Event reasons. Wave's are kept as they are; `ConfigMissing` and `WriteFailed` are ours (Warnings).
+pub mod reason {
+    /// Normal: the hash on the pod template was updated.
+    pub const CONFIG_CHANGED: &str = "ConfigChanged";
+    /// Warning (Normal in Wave): the webhook held the pods because required config is missing.
+    pub const SCHEDULING_DISABLED: &str = "SchedulingDisabled";
+    /// Normal: a Wave-gated workload's scheduler was restored, or wave's gate released.
+    pub const SCHEDULING_ENABLED: &str = "SchedulingEnabled";
+    /// Warning: required config is missing, so nothing was written.
+    pub const CONFIG_MISSING: &str = "ConfigMissing";
+    /// Warning: the write of the hash failed.
+    pub const WRITE_FAILED: &str = "WriteFailed";
+    /// Normal: pods that wave's released gate held were deleted, for their controller to recreate.
+    pub const HELD_PODS_DELETED: &str = "HeldPodsDeleted";
+    /// Warning: the scheduling gate was held longer than `--max-gate-duration` and was released.
+    pub const GATE_TIMED_OUT: &str = "GateTimedOut";
+}
+
+/// Event `action` values (events.k8s.io/v1 requires one).
+pub mod action {
+    /// Writing the config hash (and restoring scheduling with it).
+    pub const UPDATE_CONFIG_HASH: &str = "UpdateConfigHash";
+    /// Checking that every required config object and key exists.
+    pub const CHECK_CONFIG: &str = "CheckConfig";
+    /// Holding or releasing pods with the scheduling gate.
+    pub const GATE_SCHEDULING: &str = "GateScheduling";
+}

@@ -1,0 +1,592 @@
+//! The tracker: what the watches have shown so far, and which workloads each event wakes.
+//!
+//! ```text
+//!  workload watches ──► Change::Workload ─┐                     ┌─► workloads: WorkloadRef → Workload
+//!  (3 kinds × scopes)                     ├─► Tracker::apply() ─┼─► configs:   ConfigKey → (uid, rv)
+//!  config meta watches ► Change::Config ──┘        │            └─► index:     ConfigKey → workloads
+//!  (2 kinds × scopes)                              ▼
+//!                              Effects { enqueue: [WorkloadRef], evict: [ConfigKey] }
+//! ```
+//!
+//! Rules that live here, because this is where they can be tested without a cluster:
+//! - **Readiness gate.** Nothing is enqueued until every watch scope has finished its first list; then
+//!   every workload that needs it is enqueued once. Before that, lookups would say "absent" for objects
+//!   that exist, and the hash would be wrong (`docs/behaviour.md`, "When wave writes").
+//! - **Relists** (`Init … InitApply … InitDone`): objects not seen again are deleted at `InitDone`;
+//!   objects seen again unchanged wake nothing.
+//! - **Status updates are ignored** (`docs/behaviour.md`, difference `status-updates`): a workload wakes only when its generation or its metadata
+//!   annotations change, or when it appears.
+//! - **Config changes** wake the dependents from the index when the uid or resourceVersion changed;
+//!   whether the *content* changed is the reconcile's business (it compares hashes, so a metadata-only
+//!   change writes nothing).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use super::index::RefIndex;
+use super::refs::{ConfigKey, ConfigKind, References};
+use super::workload::{Workload, WorkloadKind, WorkloadRef};
+
+/// Which objects one watch stream covers: a kind, in one namespace or in all.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Scope {
+    /// The resource watched.
+    pub resource: Resource,
+    /// `None` for all namespaces.
+    pub namespace: Option<String>,
+}
+
+/// A resource wave watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Resource {
+    /// A workload kind (full objects).
+    Workload(WorkloadKind),
+    /// A config kind (metadata only).
+    Config(ConfigKind),
+}
+
+impl Resource {
+    /// Every resource wave watches for these workload kinds: the kinds, then ConfigMaps and Secrets.
+    pub fn all(kinds: &[WorkloadKind]) -> Vec<Resource> {
+        let configs = [ConfigKind::ConfigMap, ConfigKind::Secret].map(Resource::Config);
+        kinds
+            .iter()
+            .copied()
+            .map(Resource::Workload)
+            .chain(configs)
+            .collect()
+    }
+
+    /// Lowercase plural, as in RBAC and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Resource::Workload(kind) => kind.info().plural,
+            Resource::Config(ConfigKind::ConfigMap) => "configmaps",
+            Resource::Config(ConfigKind::Secret) => "secrets",
+        }
+    }
+}
+
+/// One event of a watch stream, as the watcher reports it (kube's `watcher::Event`, mirrored here so
+/// the core needs no client): a relist is `Init`, then `InitApply` for every object, then `InitDone`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event<T> {
+    /// A relist begins.
+    Init,
+    /// An object seen during a relist.
+    InitApply(T),
+    /// The relist is complete.
+    InitDone,
+    /// An object was created or changed.
+    Apply(T),
+    /// An object was deleted.
+    Delete(T),
+}
+
+impl<T> Event<T> {
+    /// The same event carrying `f(object)`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Event<U> {
+        match self {
+            Event::Init => Event::Init,
+            Event::InitApply(t) => Event::InitApply(f(t)),
+            Event::InitDone => Event::InitDone,
+            Event::Apply(t) => Event::Apply(f(t)),
+            Event::Delete(t) => Event::Delete(f(t)),
+        }
+    }
+}
+
+impl Scope {
+    fn covers(&self, resource: Resource, namespace: &str) -> bool {
+        self.resource == resource && self.namespace.as_deref().is_none_or(|ns| ns == namespace)
+    }
+}
+
+/// The version of a config object as its metadata watch reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectVersion {
+    /// `metadata.uid`: changes when the object is deleted and re-created.
+    pub uid: String,
+    /// `metadata.resourceVersion`: changes on every write.
+    pub resource_version: String,
+}
+
+/// Metadata of one config object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigMeta {
+    /// Identity.
+    pub key: ConfigKey,
+    /// Version.
+    pub version: ObjectVersion,
+}
+
+/// One watch event, tagged with the scope of its stream.
+#[derive(Debug)]
+pub enum Change {
+    /// From a workload watch.
+    Workload(Scope, Event<Workload>),
+    /// From a config metadata watch.
+    Config(Scope, Event<ConfigMeta>),
+}
+
+/// What an event asks of the runtime.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Effects {
+    /// Workloads to reconcile.
+    pub enqueue: Vec<WorkloadRef>,
+    /// Whether `enqueue` was caused by a config object change (for the latency metric).
+    pub config_triggered: bool,
+    /// Config objects whose cached content is no longer needed.
+    pub evict: Vec<ConfigKey>,
+    /// The tracker just became ready (every scope listed once).
+    pub became_ready: bool,
+}
+
+/// The state built from the watches. See the module docs.
+#[derive(Debug)]
+pub struct Tracker {
+    scopes: Vec<Scope>,
+    workloads: HashMap<WorkloadRef, Arc<Workload>>,
+    configs: HashMap<ConfigKey, ObjectVersion>,
+    index: RefIndex,
+    relisted_workloads: HashMap<Scope, HashSet<WorkloadRef>>,
+    relisted_configs: HashMap<Scope, HashSet<ConfigKey>>,
+    synced: HashSet<Scope>,
+    ready: bool,
+}
+
+impl Tracker {
+    /// A tracker of `kinds` expecting one stream per scope of `namespaces` (`None`: one cluster-wide
+    /// stream per resource).
+    pub fn new(kinds: &[WorkloadKind], namespaces: Option<&BTreeSet<String>>) -> Self {
+        let scopes = Resource::all(kinds)
+            .into_iter()
+            .flat_map(|resource| match namespaces {
+                None => vec![Scope {
+                    resource,
+                    namespace: None,
+                }],
+                Some(list) => list
+                    .iter()
+                    .map(|ns| Scope {
+                        resource,
+                        namespace: Some(ns.clone()),
+                    })
+                    .collect(),
+            })
+            .collect();
+        Self {
+            scopes,
+            workloads: HashMap::new(),
+            configs: HashMap::new(),
+            index: RefIndex::default(),
+            relisted_workloads: HashMap::new(),
+            relisted_configs: HashMap::new(),
+            synced: HashSet::new(),
+            ready: false,
+        }
+    }
+
+    /// The scopes to watch: one stream each.
+    pub fn scopes(&self) -> &[Scope] {
+        &self.scopes
+    }
+
+    /// Whether every scope has been listed once.
+    pub fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    /// The scopes that have not finished their first list yet (for `/readyz`).
+    pub fn unsynced(&self) -> Vec<&Scope> {
+        self.scopes.iter().filter(|s| !self.synced.contains(s)).collect()
+    }
+
+    /// Whether `namespace` is watched; a reference outside the watched namespaces cannot be tracked.
+    pub fn watches_namespace(&self, namespace: &str) -> bool {
+        self.scopes
+            .iter()
+            .any(|s| s.namespace.as_deref().is_none_or(|ns| ns == namespace))
+    }
+
+    /// The current view of a workload.
+    pub fn workload(&self, id: &WorkloadRef) -> Option<Arc<Workload>> {
+        self.workloads.get(id).cloned()
+    }
+
+    /// The current version of a config object; `None` if it does not exist.
+    pub fn config(&self, key: &ConfigKey) -> Option<&ObjectVersion> {
+        self.configs.get(key)
+    }
+
+    /// The reverse index.
+    pub fn index(&self) -> &RefIndex {
+        &self.index
+    }
+
+    /// Number of config objects seen (referenced or not).
+    pub fn config_object_count(&self) -> usize {
+        self.configs.len()
+    }
+
+    /// Every workload that needs a reconcile (after readiness, a leadership change or a resync).
+    /// Empty until the tracker is ready: nothing may be decided on a partial view.
+    pub fn all_to_reconcile(&self) -> Vec<WorkloadRef> {
+        if !self.ready {
+            return Vec::new();
+        }
+        let mut out: Vec<_> = self
+            .workloads
+            .values()
+            .filter(|w| w.needs_reconcile())
+            .map(|w| w.id.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Applies one watch event.
+    pub fn apply(&mut self, change: Change) -> Effects {
+        let mut fx = Effects::default();
+        match change {
+            Change::Workload(scope, event) => self.apply_workload(scope, event, &mut fx),
+            Change::Config(scope, event) => self.apply_config(scope, event, &mut fx),
+        }
+        fx
+    }
+
+    fn apply_workload(&mut self, scope: Scope, event: Event<Workload>, fx: &mut Effects) {
+        match event {
+            Event::Init => {
+                self.relisted_workloads.insert(scope, HashSet::new());
+            }
+            Event::InitApply(w) => {
+                self.relisted_workloads
+                    .entry(scope)
+                    .or_default()
+                    .insert(w.id.clone());
+                self.upsert_workload(w, fx);
+            }
+            Event::Apply(w) => self.upsert_workload(w, fx),
+            Event::Delete(w) => self.delete_workload(&w.id, fx),
+            Event::InitDone => {
+                let seen = self.relisted_workloads.remove(&scope).unwrap_or_default();
+                let gone: Vec<WorkloadRef> = self
+                    .workloads
+                    .keys()
+                    .filter(|id| {
+                        scope.covers(Resource::Workload(id.kind), &id.namespace) && !seen.contains(id)
+                    })
+                    .cloned()
+                    .collect();
+                for id in gone {
+                    self.delete_workload(&id, fx);
+                }
+                self.mark_synced(scope, fx);
+            }
+        }
+    }
+
+    fn upsert_workload(&mut self, w: Workload, fx: &mut Effects) {
+        let orphans = self.index.replace(&w.id, w.references().keys());
+        fx.evict.extend(orphans);
+        let changed = match self.workloads.get(&w.id) {
+            None => true,
+            Some(prev) => prev.generation != w.generation || prev.annotations != w.annotations,
+        };
+        if self.ready && changed && w.needs_reconcile() {
+            fx.enqueue.push(w.id.clone());
+        }
+        self.workloads.insert(w.id.clone(), Arc::new(w));
+    }
+
+    fn delete_workload(&mut self, id: &WorkloadRef, fx: &mut Effects) {
+        self.workloads.remove(id);
+        fx.evict.extend(self.index.remove(id));
+    }
+
+    fn apply_config(&mut self, scope: Scope, event: Event<ConfigMeta>, fx: &mut Effects) {
+        match event {
+            Event::Init => {
+                self.relisted_configs.insert(scope, HashSet::new());
+            }
+            Event::InitApply(meta) => {
+                self.relisted_configs
+                    .entry(scope)
+                    .or_default()
+                    .insert(meta.key.clone());
+                self.upsert_config(meta, fx);
+            }
+            Event::Apply(meta) => self.upsert_config(meta, fx),
+            Event::Delete(meta) => self.delete_config(&meta.key, fx),
+            Event::InitDone => {
+                let seen = self.relisted_configs.remove(&scope).unwrap_or_default();
+                let gone: Vec<ConfigKey> = self
+                    .configs
+                    .keys()
+                    .filter(|k| scope.covers(Resource::Config(k.kind), &k.namespace) && !seen.contains(k))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    self.delete_config(&key, fx);
+                }
+                self.mark_synced(scope, fx);
+            }
+        }
+    }
+
+    fn upsert_config(&mut self, meta: ConfigMeta, fx: &mut Effects) {
+        let changed = self.configs.get(&meta.key) != Some(&meta.version);
+        if changed {
+            self.wake_dependents(&meta.key, fx);
+        }
+        self.configs.insert(meta.key, meta.version);
+    }
+
+    fn delete_config(&mut self, key: &ConfigKey, fx: &mut Effects) {
+        if self.configs.remove(key).is_some() {
+            self.wake_dependents(key, fx);
+        }
+        fx.evict.push(key.clone());
+    }
+
+    fn wake_dependents(&self, key: &ConfigKey, fx: &mut Effects) {
+        if !self.ready {
+            return;
+        }
+        let before = fx.enqueue.len();
+        fx.enqueue.extend(self.index.dependents(key).cloned());
+        fx.config_triggered |= fx.enqueue.len() > before;
+    }
+
+    fn mark_synced(&mut self, scope: Scope, fx: &mut Effects) {
+        self.synced.insert(scope);
+        if !self.ready && self.scopes.iter().all(|s| self.synced.contains(s)) {
+            self.ready = true;
+            fx.became_ready = true;
+            fx.enqueue = self.all_to_reconcile();
+            fx.config_triggered = false;
+        }
+    }
+
+    /// Makes references to objects in namespaces wave does not watch optional, since their existence
+    /// cannot be known. Returns the keys affected, for a warning.
+    pub fn restrict_to_watched(&self, refs: &mut References) -> Vec<ConfigKey> {
+        let mut out = Vec::new();
+        for r in refs.config_maps.iter_mut().chain(refs.secrets.iter_mut()) {
+            if !self.watches_namespace(&r.key.namespace) {
+                r.required = false;
+                out.push(r.key.clone());
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names;
+    use crate::workload::testing::deployment;
+    use serde_json::json;
+
+    fn scope(resource: Resource) -> Scope {
+        Scope {
+            resource,
+            namespace: None,
+        }
+    }
+
+    const DEPLOYMENTS: Resource = Resource::Workload(WorkloadKind::DEPLOYMENT);
+    const CONFIGMAPS: Resource = Resource::Config(ConfigKind::ConfigMap);
+
+    fn uses_cm(name: &str, cm: &str) -> Workload {
+        deployment(
+            "ns",
+            name,
+            &[],
+            json!({"containers": [{"name": "c", "envFrom": [{"configMapRef": {"name": cm}}]}]}),
+        )
+    }
+
+    fn cm_meta(name: &str, rv: &str) -> ConfigMeta {
+        ConfigMeta {
+            key: ConfigKey::new(ConfigKind::ConfigMap, "ns", name),
+            version: ObjectVersion {
+                uid: format!("uid-{name}"),
+                resource_version: rv.into(),
+            },
+        }
+    }
+
+    fn names_of(fx: &Effects) -> Vec<&str> {
+        fx.enqueue.iter().map(|w| w.name.as_str()).collect()
+    }
+
+    /// A tracker that has listed everything once: `workloads` and `configs` present.
+    fn synced(workloads: Vec<Workload>, configs: Vec<ConfigMeta>) -> (Tracker, Effects) {
+        let mut t = Tracker::new(&WorkloadKind::BUILT_IN, None);
+        let mut last = Effects::default();
+        for s in t.scopes().to_vec() {
+            t.apply(match s.resource {
+                Resource::Workload(_) => Change::Workload(s.clone(), Event::Init),
+                Resource::Config(_) => Change::Config(s.clone(), Event::Init),
+            });
+            if s.resource == DEPLOYMENTS {
+                for w in &workloads {
+                    t.apply(Change::Workload(s.clone(), Event::InitApply(w.clone())));
+                }
+            }
+            if s.resource == CONFIGMAPS {
+                for c in &configs {
+                    t.apply(Change::Config(s.clone(), Event::InitApply(c.clone())));
+                }
+            }
+            last = t.apply(match s.resource {
+                Resource::Workload(_) => Change::Workload(s, Event::InitDone),
+                Resource::Config(_) => Change::Config(s, Event::InitDone),
+            });
+        }
+        (t, last)
+    }
+
+    #[test]
+    fn nothing_is_enqueued_before_every_scope_listed_then_everything_once() {
+        let mut t = Tracker::new(&WorkloadKind::BUILT_IN, None);
+        let fx = t.apply(Change::Workload(
+            scope(DEPLOYMENTS),
+            Event::Apply(uses_cm("a", "x")),
+        ));
+        assert!(fx.enqueue.is_empty() && !t.is_ready());
+        let (t, fx) = synced(vec![uses_cm("a", "x"), uses_cm("b", "y")], vec![]);
+        assert!(t.is_ready() && fx.became_ready);
+        assert_eq!(names_of(&fx), ["a", "b"]);
+    }
+
+    #[test]
+    fn status_only_updates_wake_nothing_but_spec_and_annotation_changes_do() {
+        let (mut t, _) = synced(vec![uses_cm("a", "x")], vec![]);
+        let mut w = uses_cm("a", "x");
+        w.resource_version = "2".into();
+        assert!(
+            t.apply(Change::Workload(scope(DEPLOYMENTS), Event::Apply(w.clone())))
+                .enqueue
+                .is_empty()
+        );
+        w.generation = 2;
+        assert_eq!(
+            names_of(&t.apply(Change::Workload(scope(DEPLOYMENTS), Event::Apply(w.clone())))),
+            ["a"]
+        );
+        w.annotations.insert(names::EXTRA_CONFIGMAPS.into(), "z".into());
+        assert_eq!(
+            names_of(&t.apply(Change::Workload(scope(DEPLOYMENTS), Event::Apply(w)))),
+            ["a"]
+        );
+    }
+
+    #[test]
+    fn config_version_change_wakes_dependents_and_same_version_does_not() {
+        let (mut t, _) = synced(
+            vec![uses_cm("a", "x"), uses_cm("b", "y")],
+            vec![cm_meta("x", "1")],
+        );
+        let fx = t.apply(Change::Config(scope(CONFIGMAPS), Event::Apply(cm_meta("x", "1"))));
+        assert!(fx.enqueue.is_empty());
+        let fx = t.apply(Change::Config(scope(CONFIGMAPS), Event::Apply(cm_meta("x", "2"))));
+        assert_eq!(names_of(&fx), ["a"]);
+        assert!(fx.config_triggered);
+    }
+
+    #[test]
+    fn creating_a_referenced_object_that_did_not_exist_wakes_the_workload() {
+        let (mut t, _) = synced(vec![uses_cm("a", "later")], vec![]);
+        let fx = t.apply(Change::Config(
+            scope(CONFIGMAPS),
+            Event::Apply(cm_meta("later", "5")),
+        ));
+        assert_eq!(names_of(&fx), ["a"]);
+    }
+
+    #[test]
+    fn deleting_a_workload_cleans_its_index_entries() {
+        let (mut t, _) = synced(vec![uses_cm("a", "x")], vec![cm_meta("x", "1")]);
+        let fx = t.apply(Change::Workload(
+            scope(DEPLOYMENTS),
+            Event::Delete(uses_cm("a", "x")),
+        ));
+        assert_eq!(fx.evict, vec![cm_meta("x", "1").key]);
+        assert_eq!(t.index().workload_count(), 0);
+        let fx = t.apply(Change::Config(scope(CONFIGMAPS), Event::Apply(cm_meta("x", "2"))));
+        assert!(fx.enqueue.is_empty());
+    }
+
+    #[test]
+    fn opting_out_drops_the_index_entries_and_later_changes_wake_nothing() {
+        let (mut t, _) = synced(vec![uses_cm("a", "x")], vec![cm_meta("x", "1")]);
+        let mut w = uses_cm("a", "x");
+        w.annotations.remove(names::UPDATE_ON_CONFIG_CHANGE);
+        let fx = t.apply(Change::Workload(scope(DEPLOYMENTS), Event::Apply(w)));
+        assert!(fx.enqueue.is_empty(), "an opted-out workload is never written");
+        let fx = t.apply(Change::Config(scope(CONFIGMAPS), Event::Apply(cm_meta("x", "2"))));
+        assert!(fx.enqueue.is_empty());
+    }
+
+    #[test]
+    fn relist_deletes_what_was_not_seen_and_wakes_only_what_changed() {
+        let (mut t, _) = synced(
+            vec![uses_cm("a", "x"), uses_cm("b", "y")],
+            vec![cm_meta("x", "1"), cm_meta("y", "1")],
+        );
+        // A 410 makes the config watch relist: x unchanged, y gone.
+        t.apply(Change::Config(scope(CONFIGMAPS), Event::Init));
+        let fx = t.apply(Change::Config(
+            scope(CONFIGMAPS),
+            Event::InitApply(cm_meta("x", "1")),
+        ));
+        assert!(fx.enqueue.is_empty());
+        let fx = t.apply(Change::Config(scope(CONFIGMAPS), Event::InitDone));
+        assert_eq!(names_of(&fx), ["b"]);
+        assert!(t.config(&cm_meta("y", "1").key).is_none());
+        // The workload watch relists without b: b is forgotten.
+        t.apply(Change::Workload(scope(DEPLOYMENTS), Event::Init));
+        t.apply(Change::Workload(
+            scope(DEPLOYMENTS),
+            Event::InitApply(uses_cm("a", "x")),
+        ));
+        let fx = t.apply(Change::Workload(scope(DEPLOYMENTS), Event::InitDone));
+        assert!(fx.enqueue.is_empty(), "a, seen again unchanged, is not woken");
+        assert!(t.workload(&uses_cm("b", "y").id).is_none());
+    }
+
+    #[test]
+    fn namespaced_scopes_only_prune_their_own_namespace() {
+        let ns: BTreeSet<String> = ["a".to_string(), "b".to_string()].into();
+        let mut t = Tracker::new(&WorkloadKind::BUILT_IN, Some(&ns));
+        assert_eq!(t.scopes().len(), 10);
+        let scope_a = Scope {
+            resource: CONFIGMAPS,
+            namespace: Some("a".into()),
+        };
+        let scope_b = Scope {
+            resource: CONFIGMAPS,
+            namespace: Some("b".into()),
+        };
+        let meta = |ns: &str| ConfigMeta {
+            key: ConfigKey::new(ConfigKind::ConfigMap, ns, "x"),
+            version: ObjectVersion {
+                uid: "u".into(),
+                resource_version: "1".into(),
+            },
+        };
+        t.apply(Change::Config(scope_b.clone(), Event::Apply(meta("b"))));
+        t.apply(Change::Config(scope_a.clone(), Event::Init));
+        t.apply(Change::Config(scope_a, Event::InitDone));
+        assert!(
+            t.config(&meta("b").key).is_some(),
+            "scope a's relist must not prune namespace b"
+        );
+        assert!(t.watches_namespace("a") && !t.watches_namespace("c"));
+        assert!(!t.is_ready());
+    }
+}

@@ -1,0 +1,255 @@
+//! The one view of a Deployment, StatefulSet or DaemonSet that the rest of wave works with.
+//!
+//! The watch streams convert each typed object into a [`Workload`] at once, keeping only what deciding
+//! needs (identity, versions, metadata annotations, the pod template); status and the rest of the spec
+//! are dropped, which keeps the in-memory view small.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+
+pub use super::kind::WorkloadKind;
+use super::refs::{self, References};
+use crate::names;
+
+/// Identity of a workload.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WorkloadRef {
+    /// The kind.
+    pub kind: WorkloadKind,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl WorkloadRef {
+    /// A reference to `kind` `namespace/name`.
+    pub fn new(kind: WorkloadKind, namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            kind,
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for WorkloadRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// What wave knows of one workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    /// Identity.
+    pub id: WorkloadRef,
+    /// `metadata.uid`, for Event references.
+    pub uid: String,
+    /// `metadata.resourceVersion`: the precondition of every write.
+    pub resource_version: String,
+    /// `metadata.generation`: changes with the spec, not with status.
+    pub generation: i64,
+    /// `metadata.annotations` (opt-in, `extra-*`, Wave's scheduling gate).
+    pub annotations: BTreeMap<String, String>,
+    /// `spec.template` (boxed: it is most of the size, and views move through channels).
+    pub template: Box<PodTemplateSpec>,
+}
+
+/// The pod template in `body` (the object without its metadata, or the whole object) at the kind's
+/// template pointer; `None` when there is none. A template that is not a pod template is an error.
+pub fn pod_template(
+    kind: WorkloadKind,
+    body: &serde_json::Value,
+) -> Result<Option<PodTemplateSpec>, serde_json::Error> {
+    body.pointer(kind.info().template)
+        .map(PodTemplateSpec::deserialize)
+        .transpose()
+}
+
+impl Workload {
+    /// The view of an object of `kind`: its metadata, and its pod template (see [`pod_template`]).
+    pub fn from_object(
+        kind: WorkloadKind,
+        meta: ObjectMeta,
+        body: &serde_json::Value,
+    ) -> Result<Self, serde_json::Error> {
+        Ok(Self::from_parts(kind, meta, pod_template(kind, body)?))
+    }
+
+    /// The view of an object whose pod template cannot be read: its identity only, and no annotations,
+    /// so wave leaves it alone (it cannot be hashed) and still notices when it is deleted.
+    pub fn unreadable(kind: WorkloadKind, meta: ObjectMeta) -> Self {
+        let mut w = Self::from_parts(kind, meta, None);
+        w.annotations.clear();
+        w
+    }
+
+    /// The view of an object of `kind` from its metadata and its pod template (none: an empty one).
+    pub fn from_parts(kind: WorkloadKind, meta: ObjectMeta, template: Option<PodTemplateSpec>) -> Self {
+        Self {
+            id: WorkloadRef::new(
+                kind,
+                meta.namespace.unwrap_or_default(),
+                meta.name.unwrap_or_default(),
+            ),
+            uid: meta.uid.unwrap_or_default(),
+            resource_version: meta.resource_version.unwrap_or_default(),
+            generation: meta.generation.unwrap_or_default(),
+            annotations: meta.annotations.unwrap_or_default(),
+            template: Box::new(template.unwrap_or_default()),
+        }
+    }
+
+    /// Whether the workload opted in with `wave.pusher.com/update-on-config-change: "true"`.
+    pub fn is_opted_in(&self) -> bool {
+        refs::is_opted_in(&self.annotations)
+    }
+
+    /// The references of the workload (empty unless opted in).
+    pub fn references(&self) -> References {
+        if self.is_opted_in() {
+            refs::discover(&self.id.namespace, &self.annotations, &self.template)
+        } else {
+            References::default()
+        }
+    }
+
+    /// The hash currently on the pod template, if any.
+    pub fn current_hash(&self) -> Option<&str> {
+        self.template
+            .metadata
+            .as_ref()?
+            .annotations
+            .as_ref()?
+            .get(names::CONFIG_HASH)
+            .map(String::as_str)
+    }
+
+    /// The original scheduler saved by Wave's webhook when it gated this workload.
+    pub fn wave_gate(&self) -> Option<&str> {
+        self.annotations
+            .get(names::SCHEDULING_DISABLED)
+            .map(String::as_str)
+    }
+
+    /// The pod template's scheduling gate names.
+    pub fn scheduling_gates(&self) -> Vec<&str> {
+        let gates = self
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_gates.as_deref())
+            .unwrap_or_default();
+        gates.iter().map(|g| g.name.as_str()).collect()
+    }
+
+    /// Whether wave's webhook holds this workload's pods with its scheduling gate.
+    pub fn has_scheduling_gate(&self) -> bool {
+        self.scheduling_gates().contains(&names::SCHEDULING_GATE)
+    }
+
+    /// When wave's webhook gated the workload, if it says.
+    pub fn gated_at(&self) -> Option<k8s_openapi::jiff::Timestamp> {
+        self.annotations.get(names::GATED_AT)?.parse().ok()
+    }
+
+    /// Whether the gate was released from the template but pods it held may still exist: the
+    /// StatefulSet and DaemonSet controllers do not replace them on their own (see `core::plan`).
+    pub fn has_held_pods(&self) -> bool {
+        self.annotations.contains_key(names::GATED_AT) && !self.has_scheduling_gate()
+    }
+
+    /// Whether wave has anything to do for this workload: it opted in, a gate (Wave's or wave's) is
+    /// to be released, or pods that wave's gate held are to be cleaned up.
+    pub fn needs_reconcile(&self) -> bool {
+        self.is_opted_in() || self.wave_gate().is_some() || self.has_scheduling_gate() || self.has_held_pods()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Builders for unit tests.
+    use super::*;
+
+    /// An opted-in Deployment whose template is `spec` (a PodSpec as JSON).
+    pub fn deployment(
+        ns: &str,
+        name: &str,
+        annotations: &[(&str, &str)],
+        spec: serde_json::Value,
+    ) -> Workload {
+        let mut all: BTreeMap<String, String> = annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        all.entry(names::UPDATE_ON_CONFIG_CHANGE.into())
+            .or_insert_with(|| "true".into());
+        Workload {
+            id: WorkloadRef::new(WorkloadKind::DEPLOYMENT, ns, name),
+            uid: format!("uid-{name}"),
+            resource_version: "1".into(),
+            generation: 1,
+            annotations: all,
+            template: Box::new(
+                serde_json::from_value(serde_json::json!({ "spec": spec })).expect("pod spec"),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deployment_converts_to_a_workload_view() {
+        let meta: ObjectMeta = serde_json::from_value(serde_json::json!({
+            "name": "web", "namespace": "prod", "uid": "u1", "resourceVersion": "42",
+            "generation": 3, "annotations": {(names::UPDATE_ON_CONFIG_CHANGE): "true"}
+        }))
+        .unwrap();
+        let body = serde_json::json!({
+            "spec": {"selector": {}, "template": {"metadata": {"annotations": {(names::CONFIG_HASH): "abc"}}}},
+            "status": {"replicas": 3}
+        });
+        let w = Workload::from_object(WorkloadKind::DEPLOYMENT, meta, &body).unwrap();
+        assert_eq!(w.id, WorkloadRef::new(WorkloadKind::DEPLOYMENT, "prod", "web"));
+        assert_eq!((w.resource_version.as_str(), w.generation), ("42", 3));
+        assert!(w.is_opted_in());
+        assert_eq!(w.current_hash(), Some("abc"));
+    }
+
+    #[test]
+    fn an_object_whose_template_is_not_a_pod_template_is_refused() {
+        let body = serde_json::json!({"spec": {"template": {"spec": {"containers": "not a list"}}}});
+        assert!(Workload::from_object(WorkloadKind::DAEMON_SET, ObjectMeta::default(), &body).is_err());
+        let empty = Workload::from_object(
+            WorkloadKind::DAEMON_SET,
+            ObjectMeta::default(),
+            &serde_json::json!({}),
+        )
+        .expect("no template is an empty template");
+        assert_eq!(empty.current_hash(), None);
+    }
+
+    #[test]
+    fn workloads_not_opted_in_have_no_references() {
+        let mut w = testing::deployment(
+            "ns",
+            "w",
+            &[],
+            serde_json::json!({"containers": [
+            {"name": "c", "envFrom": [{"configMapRef": {"name": "cm"}}]}]}),
+        );
+        assert_eq!(w.references().iter().count(), 1);
+        w.annotations
+            .insert(names::UPDATE_ON_CONFIG_CHANGE.into(), "false".into());
+        assert_eq!(w.references().iter().count(), 0);
+        assert!(!w.needs_reconcile());
+    }
+}

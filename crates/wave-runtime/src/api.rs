@@ -1,0 +1,194 @@
+//! The one module that reads and writes objects on the apiserver, shared by the controller, the webhook
+//! and the CLI commands.
+//!
+//! ```text
+//! WorkloadKind (data: group, version, plural, template pointer) ─► ApiResource ─► Api<DynamicObject>
+//!     get_workload / list_workloads ─► Workload (wave_core)      patch_workload ─► merge patch as `wave`
+//!     get_object (status and selector, for held pods)
+//! ConfigKey ─► fetch_content ─► Content (wave_core)
+//! ```
+//!
+//! Workloads are read as dynamic objects and turned into the core's [`Workload`] view at once, so no code
+//! here or above it matches on the workload kind: a new kind is data in `wave_core::kind`.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams};
+use kube::{Api, Client};
+use wave_core::hash::Content;
+use wave_core::names;
+use wave_core::refs::{ConfigKey, ConfigKind};
+use wave_core::workload::{Workload, WorkloadKind, WorkloadRef};
+
+/// The API coordinates of a workload kind.
+pub fn api_resource(kind: WorkloadKind) -> ApiResource {
+    let info = kind.info();
+    ApiResource {
+        group: info.group.into(),
+        version: info.version.into(),
+        api_version: info.api_version.into(),
+        kind: info.kind.into(),
+        plural: info.plural.into(),
+    }
+}
+
+/// The API of `kind` in `namespace`, or in every namespace.
+pub fn workload_api(client: &Client, kind: WorkloadKind, namespace: Option<&str>) -> Api<DynamicObject> {
+    let resource = api_resource(kind);
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    }
+}
+
+/// The core's view of a dynamic object of `kind`.
+pub fn to_workload(kind: WorkloadKind, object: DynamicObject) -> Result<Workload, serde_json::Error> {
+    Workload::from_object(kind, object.metadata, &object.data)
+}
+
+/// Reads one workload; `None` if it does not exist.
+pub async fn get_workload(client: &Client, id: &WorkloadRef) -> Result<Option<Workload>, kube::Error> {
+    match get_object(client, id).await? {
+        Some(object) => to_workload(id.kind, object)
+            .map(Some)
+            .map_err(kube::Error::SerdeError),
+        None => Ok(None),
+    }
+}
+
+/// Reads one workload as it is stored, status included; `None` if it does not exist.
+pub async fn get_object(client: &Client, id: &WorkloadRef) -> Result<Option<DynamicObject>, kube::Error> {
+    workload_api(client, id.kind, Some(&id.namespace))
+        .get_opt(&id.name)
+        .await
+}
+
+/// Every workload of `kind` in the cluster.
+pub async fn list_workloads(client: &Client, kind: WorkloadKind) -> Result<Vec<Workload>, kube::Error> {
+    let list = workload_api(client, kind, None)
+        .list(&ListParams::default())
+        .await?;
+    list.items
+        .into_iter()
+        .map(|o| to_workload(kind, o).map_err(kube::Error::SerdeError))
+        .collect()
+}
+
+/// A JSON merge patch of one workload, as field manager `wave`.
+pub async fn patch_workload(
+    client: &Client,
+    id: &WorkloadRef,
+    body: &serde_json::Value,
+) -> Result<(), kube::Error> {
+    let params = PatchParams {
+        field_manager: Some(names::FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    workload_api(client, id.kind, Some(&id.namespace))
+        .patch(&id.name, &params, &Patch::Merge(body))
+        .await
+        .map(drop)
+}
+
+/// Reads one config object (a consistent read); `None` if it does not exist.
+pub async fn fetch_content(
+    client: &Client,
+    key: &ConfigKey,
+) -> Result<Option<(ObjectMeta, Content)>, kube::Error> {
+    Ok(match key.kind {
+        ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), &key.namespace)
+            .get_opt(&key.name)
+            .await?
+            .map(|cm| {
+                let content = Content::from_config_map(&cm);
+                (cm.metadata, content)
+            }),
+        ConfigKind::Secret => Api::<Secret>::namespaced(client.clone(), &key.namespace)
+            .get_opt(&key.name)
+            .await?
+            .map(|secret| {
+                let content = Content::from_secret(&secret);
+                (secret.metadata, content)
+            }),
+    })
+}
+
+/// The HTTP status of an API error, if the server answered.
+pub fn status_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// Whether the error is the apiserver's 409 Conflict.
+pub fn is_conflict(e: &kube::Error) -> bool {
+    status_code(e) == Some(409)
+}
+
+/// Whether the error is the apiserver's 404 Not Found.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    status_code(e) == Some(404)
+}
+
+/// A short human description of an API error for logs, Events and `/readyz`: `forbidden: <message>`.
+pub fn describe(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => format!("{}: {}", status.reason.to_lowercase(), status.message),
+        other => other.to_string(),
+    }
+}
+
+/// `error: cause: cause` in one line.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_kind_maps_to_its_api_coordinates() {
+        let r = api_resource(WorkloadKind::STATEFUL_SET);
+        assert_eq!(
+            (
+                r.group.as_str(),
+                r.version.as_str(),
+                r.api_version.as_str(),
+                r.kind.as_str(),
+                r.plural.as_str()
+            ),
+            ("apps", "v1", "apps/v1", "StatefulSet", "statefulsets")
+        );
+    }
+
+    #[test]
+    fn a_dynamic_object_becomes_the_core_view() {
+        let object: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "agent", "namespace": "ops", "resourceVersion": "7"},
+            "spec": {"template": {"metadata": {"annotations": {(names::CONFIG_HASH): "h"}}}},
+            "status": {"numberReady": 1}
+        }))
+        .unwrap();
+        let w = to_workload(WorkloadKind::DAEMON_SET, object).unwrap();
+        assert_eq!(w.id, WorkloadRef::new(WorkloadKind::DAEMON_SET, "ops", "agent"));
+        assert_eq!((w.resource_version.as_str(), w.current_hash()), ("7", Some("h")));
+    }
+
+    #[test]
+    fn an_error_chain_reads_as_one_line() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer")]
+        struct Outer(#[source] std::io::Error);
+        let e = Outer(std::io::Error::other("inner"));
+        assert_eq!(error_chain(&e), "outer: inner");
+    }
+}

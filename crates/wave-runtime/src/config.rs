@@ -1,0 +1,225 @@
+//! The configuration of `wave run`, as plain values.
+//!
+//! ```text
+//! wave binary: clap arguments + WAVE_* variables ─► cli::RunArgs ─► Config ─► wave_runtime::run
+//! ```
+//!
+//! The runtime depends on this type only, never on the argument parser, so tests and other front ends
+//! can build a `Config` directly, and every flag's parsing and defaults live in one place (`cli.rs` of
+//! the `wave` binary).
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::net::{Ipv6Addr, SocketAddr};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Everything `wave run` needs to know.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Namespaces to watch; `None` watches all.
+    pub namespaces: Option<BTreeSet<String>>,
+    /// How often every workload is checked again; zero turns the resync off.
+    pub sync_period: Duration,
+    /// Leader election; `None` means this replica always writes.
+    pub leader_election: Option<LeaderElection>,
+    /// Writes per second across all kinds (`f64::INFINITY`: no limit).
+    pub update_rate: f64,
+    /// Burst of the write token bucket.
+    pub update_burst: u32,
+    /// Where `/metrics` is served; `None` disables it.
+    pub metrics_address: Option<BindAddress>,
+    /// Where `/livez` and `/readyz` are served; `None` disables them.
+    pub health_address: Option<BindAddress>,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// Log filter (tracing `EnvFilter` syntax).
+    pub log_filter: String,
+    /// Reconciles running at once.
+    pub concurrency: usize,
+    /// The admission webhook; `None` disables it.
+    pub webhook: Option<WebhookConfig>,
+    /// How long the webhook's scheduling gate may hold a workload's pods.
+    pub max_gate_duration: Duration,
+}
+
+/// Where the leader-election Lease lives and how long it lasts.
+#[derive(Clone, Debug)]
+pub struct LeaderElection {
+    /// Lease name.
+    pub lease_name: String,
+    /// Lease namespace; `None`: `POD_NAMESPACE`, then the in-cluster namespace, then `default`.
+    pub namespace: Option<String>,
+    /// Lease duration in seconds.
+    pub duration_seconds: u64,
+}
+
+/// The admission webhook's settings.
+#[derive(Clone, Debug)]
+pub struct WebhookConfig {
+    /// Address of the HTTPS server.
+    pub address: BindAddress,
+    /// The MutatingWebhookConfiguration whose `caBundle` wave keeps current.
+    pub configuration_name: String,
+    /// The Secret holding the CA and the serving certificate.
+    pub secret_name: String,
+    /// Its namespace; `None` defaults like the Lease's.
+    pub secret_namespace: Option<String>,
+    /// The Service in front of the webhook, named in the serving certificate.
+    pub service_name: String,
+    /// Where the serving certificate comes from.
+    pub certificate: CertificateSource,
+}
+
+/// A listen address: a port on every interface (Go's `:8080`), or one address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindAddress {
+    /// Every interface, IPv6 and IPv4 alike, as Go's `:port` listens.
+    AnyInterface(u16),
+    /// Exactly this address.
+    Exact(SocketAddr),
+}
+
+impl BindAddress {
+    /// Parses a Go-style address: `:8080` (every interface), `127.0.0.1:8080`, `[::1]:8080`; `0` or an
+    /// empty string means "disabled" (`None`).
+    pub fn parse_optional(address: &str) -> Result<Option<Self>, String> {
+        if address == "0" || address.is_empty() {
+            return Ok(None);
+        }
+        if let Some(port) = address.strip_prefix(':') {
+            return port
+                .parse()
+                .map(|p| Some(BindAddress::AnyInterface(p)))
+                .map_err(|_| not_an_address(address));
+        }
+        address
+            .parse()
+            .map(|a| Some(BindAddress::Exact(a)))
+            .map_err(|_| not_an_address(address))
+    }
+
+    /// The socket address to bind first: `[::]:port` for every interface (dual-stack on Linux).
+    pub fn primary(self) -> SocketAddr {
+        match self {
+            BindAddress::AnyInterface(port) => (Ipv6Addr::UNSPECIFIED, port).into(),
+            BindAddress::Exact(a) => a,
+        }
+    }
+
+    /// Where to bind when the primary address's family is not available (a host without IPv6).
+    pub fn fallback(self) -> Option<SocketAddr> {
+        match self {
+            BindAddress::AnyInterface(port) => Some((std::net::Ipv4Addr::UNSPECIFIED, port).into()),
+            BindAddress::Exact(_) => None,
+        }
+    }
+}
+
+fn not_an_address(address: &str) -> String {
+    format!("{address:?} is not an address (use :8080, 127.0.0.1:8080, [::1]:8080, or 0 to disable)")
+}
+
+impl fmt::Display for BindAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BindAddress::AnyInterface(port) => write!(f, ":{port}"),
+            BindAddress::Exact(a) => write!(f, "{a}"),
+        }
+    }
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl LogFormat {
+    /// The accepted spellings.
+    pub const NAMES: [&'static str; 2] = ["text", "json"];
+}
+
+impl FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => Err(format!("{other:?} is not a log format (text or json)")),
+        }
+    }
+}
+
+/// Where the webhook's serving certificate comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CertificateSource {
+    /// wave issues it from its own CA, keeps both in the Secret, renews the serving certificate, and
+    /// keeps the configuration's `caBundle` current.
+    Generate,
+    /// Read it from the Secret (`tls.crt`, `tls.key`), written by cert-manager or by you, who also keep
+    /// the `caBundle` current; re-read when it changes.
+    Secret,
+}
+
+impl CertificateSource {
+    /// The accepted spellings.
+    pub const NAMES: [&'static str; 2] = ["generate", "secret"];
+}
+
+impl FromStr for CertificateSource {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "generate" => Ok(CertificateSource::Generate),
+            "secret" => Ok(CertificateSource::Secret),
+            other => Err(format!(
+                "{other:?} is not a certificate source (generate or secret)"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_style_bind_addresses_parse() {
+        assert_eq!(
+            BindAddress::parse_optional(":8080"),
+            Ok(Some(BindAddress::AnyInterface(8080)))
+        );
+        assert_eq!(
+            BindAddress::parse_optional("127.0.0.1:9"),
+            Ok(Some(BindAddress::Exact("127.0.0.1:9".parse().unwrap())))
+        );
+        assert_eq!(
+            BindAddress::parse_optional("[::1]:9"),
+            Ok(Some(BindAddress::Exact("[::1]:9".parse().unwrap())))
+        );
+        assert_eq!(BindAddress::parse_optional("0"), Ok(None));
+        for bad in ["localhost", ":http", ":99999"] {
+            assert!(
+                BindAddress::parse_optional(bad)
+                    .unwrap_err()
+                    .contains("not an address"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_interface_means_both_address_families() {
+        let any = BindAddress::AnyInterface(8080);
+        assert_eq!(any.primary(), "[::]:8080".parse().unwrap());
+        assert_eq!(any.fallback(), Some("0.0.0.0:8080".parse().unwrap()));
+        assert_eq!(
+            BindAddress::Exact("127.0.0.1:1".parse().unwrap()).fallback(),
+            None
+        );
+    }
+}

@@ -1,0 +1,141 @@
+//! The content cache: the values of referenced ConfigMaps and Secrets, keyed by `(uid, resourceVersion)`.
+//!
+//! ```text
+//! resolve(refs) ─► for each referenced key:
+//!                    tracker says absent           ─► absent (no request)
+//!                    cached at the tracker's version ─► cached content
+//!                    otherwise                      ─► one GET (consistent read), cache, use
+//! ```
+//!
+//! Only objects some opted-in workload references are ever read, so memory does not grow with Secrets
+//! nobody references. Entries are evicted when the index drops the last reference or the object is
+//! deleted. A GET that answers NotFound while the watch still lists the object means a delete is in
+//! flight: the object is treated as absent, and its delete event wakes the workload again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use kube::Client;
+
+use wave_core::hash::{Content, Fetched};
+use wave_core::refs::{ConfigKey, References};
+use wave_core::tracker::{ObjectVersion, Tracker};
+
+use crate::api::fetch_content;
+use crate::error::ReconcileError;
+use crate::metrics::{KindLabel, Metrics};
+
+struct Entry {
+    version: ObjectVersion,
+    content: Arc<Content>,
+}
+
+/// See the module docs.
+pub struct ContentCache {
+    client: Client,
+    entries: Mutex<HashMap<ConfigKey, Entry>>,
+    metrics: Metrics,
+}
+
+impl ContentCache {
+    /// An empty cache reading through `client`.
+    pub fn new(client: Client, metrics: Metrics) -> Self {
+        Self {
+            client,
+            entries: Mutex::new(HashMap::new()),
+            metrics,
+        }
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<ConfigKey, Entry>> {
+        // Map operations only under this lock; a poisoned lock is still consistent.
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The content of every referenced object that exists.
+    pub async fn resolve(
+        &self,
+        refs: &References,
+        tracker: &RwLock<Tracker>,
+    ) -> Result<Fetched, ReconcileError> {
+        let mut fetched = Fetched::new();
+        for key in refs.keys() {
+            let version = read(tracker).config(&key).cloned();
+            let Some(version) = version else { continue };
+            let cached = self
+                .entries()
+                .get(&key)
+                .filter(|e| e.version == version)
+                .map(|e| e.content.clone());
+            let content = match cached {
+                Some(content) => Some(content),
+                None => self.fetch(&key, tracker).await?,
+            };
+            if let Some(content) = content {
+                fetched.insert(key, content);
+            }
+        }
+        Ok(fetched)
+    }
+
+    async fn fetch(
+        &self,
+        key: &ConfigKey,
+        tracker: &RwLock<Tracker>,
+    ) -> Result<Option<Arc<Content>>, ReconcileError> {
+        self.metrics
+            .content_fetches
+            .get_or_create(&KindLabel {
+                kind: key.kind.kind(),
+            })
+            .inc();
+        let Some((meta, content)) =
+            fetch_content(&self.client, key)
+                .await
+                .map_err(|source| ReconcileError::FetchConfig {
+                    key: key.clone(),
+                    source: Box::new(source),
+                })?
+        else {
+            return Ok(None);
+        };
+        let content = Arc::new(content);
+        // Cache only while someone still references the object, so a reconcile racing an eviction
+        // cannot leave an entry behind.
+        if read(tracker).index().is_referenced(key) {
+            let version = ObjectVersion {
+                uid: meta.uid.unwrap_or_default(),
+                resource_version: meta.resource_version.unwrap_or_default(),
+            };
+            let mut entries = self.entries();
+            entries.insert(
+                key.clone(),
+                Entry {
+                    version,
+                    content: content.clone(),
+                },
+            );
+            self.metrics.cached_config_objects.set(entries.len() as i64);
+        }
+        Ok(Some(content))
+    }
+
+    /// Drops the cached content of `key`.
+    pub fn evict(&self, key: &ConfigKey) {
+        let mut entries = self.entries();
+        if entries.remove(key).is_some() {
+            self.metrics.cached_config_objects.set(entries.len() as i64);
+        }
+    }
+}
+
+/// Read access to the tracker. Writers only run short, non-panicking map updates, so a poisoned lock
+/// still holds a consistent view.
+pub fn read(tracker: &RwLock<Tracker>) -> std::sync::RwLockReadGuard<'_, Tracker> {
+    tracker.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Write access to the tracker (see [`read`]).
+pub fn write(tracker: &RwLock<Tracker>) -> std::sync::RwLockWriteGuard<'_, Tracker> {
+    tracker.write().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,82 @@
+//! The one `Context` built at startup and handed to every task.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use kube::Client;
+use wave_core::ratelimit::TokenBucket;
+use wave_core::tracker::Tracker;
+use wave_core::workload::WorkloadRef;
+
+use super::bookkeeping::{MissingReports, PermissionDenials};
+use super::content::ContentCache;
+use super::watch::WatchHealth;
+use super::workqueue::WorkQueue;
+use crate::events::EventPublisher;
+use crate::metrics::Metrics;
+
+/// Everything the tasks share.
+pub struct Context {
+    /// API client.
+    pub client: Client,
+    /// What the watches have shown (pure state; short critical sections, never held across `.await`).
+    pub tracker: RwLock<Tracker>,
+    /// Content of referenced config objects.
+    pub content: ContentCache,
+    /// Workloads to reconcile.
+    pub queue: Arc<WorkQueue<WorkloadRef>>,
+    /// The one process-wide write bucket.
+    pub limiter: Mutex<TokenBucket>,
+    /// Events about workloads.
+    pub events: EventPublisher,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Watch errors, for `/readyz`.
+    pub watch_health: Arc<WatchHealth>,
+    /// Whether this replica may write (always true without leader election).
+    pub leader: AtomicBool,
+    /// Workloads waiting for missing config, each reported once per distinct missing set.
+    pub missing: MissingReports,
+    /// API operations refused with 403, for `/readyz`.
+    pub denials: PermissionDenials,
+    /// `--max-gate-duration`: how long wave's scheduling gate may hold pods.
+    pub max_gate: Duration,
+}
+
+impl Context {
+    /// Whether this replica is the leader.
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::Acquire)
+    }
+
+    /// Read access to the tracker.
+    pub fn tracker(&self) -> RwLockReadGuard<'_, Tracker> {
+        super::content::read(&self.tracker)
+    }
+
+    /// Write access to the tracker.
+    pub fn tracker_mut(&self) -> RwLockWriteGuard<'_, Tracker> {
+        super::content::write(&self.tracker)
+    }
+
+    /// Whether the controller is ready: every watch listed once and none failing. `Err` says why not.
+    pub fn readiness(&self) -> Result<(), String> {
+        let failing = self.watch_health.failing();
+        if !failing.is_empty() {
+            return Err(format!("watches failing: {}", failing.join("; ")));
+        }
+        let denied = self.denials.current();
+        if !denied.is_empty() {
+            return Err(format!("permission denied: {}", denied.join("; ")));
+        }
+        let tracker = self.tracker();
+        let unsynced = tracker.unsynced();
+        if unsynced.is_empty() {
+            Ok(())
+        } else {
+            let names: Vec<String> = unsynced.iter().map(|s| super::watch::describe(s)).collect();
+            Err(format!("waiting for the first list of: {}", names.join(", ")))
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! The controller, `wave run`: builds the one `Context`, starts every task, and waits for a signal or the
+//! loss of the lease.
+//!
+//! ```text
+//! watch::changes ─► route (Tracker::apply) ─► WorkQueue ─► workers × --concurrency ─► reconcile
+//!                        └─► evict content                     ▲
+//! resync every --sync-period ──────────────────────────────────┤
+//! lease::campaign (leader gained) ─────────────────────────────┘
+//! admin::serve (/livez /readyz /metrics)
+//! ```
+
+pub mod bookkeeping;
+pub mod content;
+pub mod context;
+pub mod held_pods;
+pub mod reconcile;
+pub mod watch;
+pub mod workqueue;
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use kube::Client;
+use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
+use wave_core::ratelimit::TokenBucket;
+use wave_core::tracker::{Change, Tracker};
+use wave_core::workload::{WorkloadKind, WorkloadRef};
+
+use self::bookkeeping::MissingReports;
+use self::content::ContentCache;
+use self::context::Context;
+use self::workqueue::WorkQueue;
+use crate::config::Config;
+use crate::error::RunError;
+use crate::events::EventPublisher;
+use crate::metrics::Metrics;
+use crate::{admin, lease, telemetry, webhook};
+
+/// Runs the controller until SIGTERM/SIGINT (Ok) or until the lease is lost (Err).
+pub async fn run(config: Config) -> Result<(), RunError> {
+    telemetry::init(config.log_format, &config.log_filter);
+    let client = Client::try_default()
+        .await
+        .map_err(|e| RunError::KubeConfig(Box::new(e)))?;
+    let tracker = Tracker::new(&WorkloadKind::BUILT_IN, config.namespaces.as_ref());
+    let scopes = tracker.scopes().to_vec();
+    let mut registry = Registry::default();
+    let metrics = Metrics::new(&mut registry);
+    let identity = lease::identity();
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        tracker: RwLock::new(tracker),
+        content: ContentCache::new(client.clone(), metrics.clone()),
+        queue: WorkQueue::new(),
+        limiter: Mutex::new(TokenBucket::new(config.update_rate, config.update_burst)),
+        events: EventPublisher::new(client.clone(), identity.clone()),
+        metrics: metrics.clone(),
+        watch_health: Arc::default(),
+        leader: AtomicBool::new(config.leader_election.is_none()),
+        missing: MissingReports::new(metrics.waiting_for_config.clone()),
+        denials: Default::default(),
+        max_gate: config.max_gate_duration,
+    });
+    if config.leader_election.is_none() {
+        metrics.leader.set(1);
+    }
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        namespaces = %config.namespaces.as_ref().map_or("all".to_string(), |n| n.iter().cloned().collect::<Vec<_>>().join(",")),
+        update_rate = config.update_rate,
+        update_burst = config.update_burst,
+        "starting wave"
+    );
+
+    let shutdown = CancellationToken::new();
+    admin::serve(
+        config.health_address,
+        config.metrics_address,
+        ctx.clone(),
+        Arc::new(registry),
+        shutdown.clone(),
+    )
+    .await?;
+    if let Some(webhook) = &config.webhook {
+        webhook::serve(ctx.clone(), webhook, shutdown.clone())
+            .await
+            .map_err(RunError::Webhook)?;
+    }
+    let changes = watch::changes(&client, &scopes, ctx.watch_health.clone(), &metrics);
+    tokio::spawn(route(ctx.clone(), changes));
+    let failures = Arc::new(Mutex::new(HashMap::new()));
+    for _ in 0..config.concurrency.max(1) {
+        tokio::spawn(work(ctx.clone(), failures.clone()));
+    }
+    if !config.sync_period.is_zero() {
+        tokio::spawn(resync(ctx.clone(), config.sync_period));
+    }
+    let lease_lost = async {
+        match &config.leader_election {
+            Some(election) => {
+                let lease = lease::LeaseConfig {
+                    name: election.lease_name.clone(),
+                    namespace: lease::lease_namespace(election.namespace.as_deref()),
+                    identity,
+                    duration_seconds: election.duration_seconds.max(2),
+                };
+                lease::campaign(client.clone(), lease, ctx.clone()).await
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let result = tokio::select! {
+        () = shutdown_signal() => {
+            tracing::info!("shutting down");
+            Ok(())
+        }
+        e = lease_lost => Err(e),
+    };
+    shutdown.cancel();
+    result
+}
+
+/// Applies every watch event to the tracker and enqueues what it wakes.
+async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
+    while let Some(change) = changes.next().await {
+        let seen = Instant::now();
+        let fx = {
+            let mut tracker = ctx.tracker_mut();
+            let fx = tracker.apply(change);
+            ctx.metrics
+                .tracked_workloads
+                .set(tracker.index().workload_count() as i64);
+            ctx.metrics
+                .tracked_config_objects
+                .set(tracker.index().config_count() as i64);
+            ctx.metrics
+                .watched_config_objects
+                .set(tracker.config_object_count() as i64);
+            fx
+        };
+        for key in &fx.evict {
+            ctx.content.evict(key);
+        }
+        if fx.became_ready {
+            tracing::info!(
+                workloads = fx.enqueue.len(),
+                "every watch has listed; checking every opted-in workload"
+            );
+        }
+        if fx.config_triggered {
+            ctx.metrics.config_triggers.inc_by(fx.enqueue.len() as u64);
+        }
+        let triggered = fx.config_triggered.then_some(seen);
+        for id in fx.enqueue {
+            ctx.queue.add(id, triggered);
+        }
+    }
+}
+
+/// Consecutive failures per workload, shared by the workers, for exponential backoff.
+type Failures = Arc<Mutex<HashMap<WorkloadRef, u32>>>;
+
+/// One reconcile worker.
+async fn work(ctx: Arc<Context>, failures: Failures) {
+    loop {
+        let (id, triggered) = ctx.queue.next().await;
+        let result = reconcile::reconcile(&ctx, &id, triggered).await;
+        let count = {
+            let mut f = failures.lock().unwrap_or_else(|e| e.into_inner());
+            if result.is_err() {
+                let n = f.entry(id.clone()).or_insert(0);
+                *n += 1;
+                *n
+            } else {
+                f.remove(&id);
+                0
+            }
+        };
+        let retry = reconcile::record(&ctx, &id, &result, count.saturating_sub(1));
+        ctx.queue.done(&id);
+        if let Some(delay) = retry {
+            ctx.queue.add_after(id, delay, triggered);
+        }
+    }
+}
+
+/// Re-checks every workload each `period`: the safety net for missed events.
+async fn resync(ctx: Arc<Context>, period: Duration) {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    loop {
+        tick.tick().await;
+        let all = ctx.tracker().all_to_reconcile();
+        tracing::debug!(workloads = all.len(), "periodic resync");
+        for id in all {
+            ctx.queue.add(id, None);
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}

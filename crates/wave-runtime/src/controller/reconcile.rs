@@ -1,0 +1,333 @@
+//! The reconcile of one workload: a thin shell around the pure core.
+//!
+//! ```text
+//! leader? ─► view from the tracker ─► refs (core) ─► content cache ─► plan (core)
+//!   Noop    ─► done
+//!   Blocked ─► one Warning Event per distinct missing set; woken again when the config appears
+//!   Write   ─► token (global bucket; none ⇒ requeue for when one is due) ─► PATCH (merge patch,
+//!              field manager `wave`, guarded by resourceVersion) ─► Events after success
+//!              409 ⇒ re-read the workload and re-plan at once
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wave_core::hash::missing_message;
+use wave_core::names::{self, action, reason};
+use wave_core::plan::{self, GateReason, Plan, Write};
+use wave_core::workload::{Workload, WorkloadRef};
+
+use super::context::Context;
+use super::held_pods;
+use crate::api::{self, describe, error_chain, is_conflict, is_not_found};
+use crate::error::ReconcileError;
+use crate::events::EventType;
+use crate::metrics::{KindError, KindLabel, KindResult};
+
+/// How many times a write is re-planned after 409 Conflict before the reconcile fails.
+const CONFLICT_ATTEMPTS: usize = 5;
+
+/// What a reconcile did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The workload no longer exists.
+    Gone,
+    /// Another replica leads; nothing was done.
+    NotLeader,
+    /// Nothing to write.
+    Noop,
+    /// Required config is missing; nothing was written. A gated workload is checked again when its
+    /// gate times out.
+    Blocked {
+        /// When to check again.
+        recheck_after: Option<Duration>,
+    },
+    /// The write was made.
+    Written,
+    /// No write token: try again after this long.
+    RateLimited(Duration),
+    /// The pods held by a released gate were deleted, and the mark removed.
+    HeldPodsDeleted,
+    /// The workload's controller has not yet seen wave's last write: look again after this long.
+    Waiting(Duration),
+}
+
+impl Outcome {
+    /// Metric label.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Outcome::Gone => "gone",
+            Outcome::NotLeader => "not_leader",
+            Outcome::Noop => "noop",
+            Outcome::Blocked { .. } => "blocked",
+            Outcome::Written => "written",
+            Outcome::RateLimited(_) => "rate_limited",
+            Outcome::HeldPodsDeleted => "held_pods_deleted",
+            Outcome::Waiting(_) => "waiting",
+        }
+    }
+}
+
+/// Reconciles one workload. `triggered` is when the config change behind this reconcile was seen.
+pub async fn reconcile(
+    ctx: &Context,
+    id: &WorkloadRef,
+    triggered: Option<Instant>,
+) -> Result<Outcome, ReconcileError> {
+    if !ctx.is_leader() {
+        return Ok(Outcome::NotLeader);
+    }
+    let Some(mut workload) = ctx.tracker().workload(id) else {
+        ctx.missing.forget(id);
+        return Ok(Outcome::Gone);
+    };
+    for attempt in 1..=CONFLICT_ATTEMPTS {
+        let mut refs = workload.references();
+        let unwatched = ctx.tracker().restrict_to_watched(&mut refs);
+        for key in &unwatched {
+            tracing::warn!(workload = %id, config = %key, "reference outside the watched namespaces is treated as absent and optional");
+        }
+        for skipped in &refs.skipped {
+            tracing::warn!(workload = %id, "{skipped}; skipped");
+        }
+        let fetched = ctx.content.resolve(&refs, &ctx.tracker).await?;
+        let policy = plan::GatePolicy {
+            now: k8s_openapi::jiff::Timestamp::now(),
+            max_gate: ctx.max_gate,
+        };
+        let write = match plan::plan(&workload, &refs, &fetched, &policy) {
+            Plan::Noop => {
+                ctx.missing.forget(id);
+                return Ok(Outcome::Noop);
+            }
+            Plan::Blocked {
+                missing,
+                recheck_after,
+            } => {
+                report_missing(ctx, &workload, missing_message(&missing)).await;
+                return Ok(Outcome::Blocked { recheck_after });
+            }
+            Plan::Write(write) => write,
+            Plan::DeleteHeldPods => return held_pods::delete(ctx, &workload).await,
+        };
+        let now = Instant::now();
+        if let Err(wait) = ctx
+            .limiter
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .try_take(now)
+        {
+            return Ok(Outcome::RateLimited(wait));
+        }
+        let body = plan::patch_body(&workload.resource_version, &write);
+        match api::patch_workload(&ctx.client, id, &body).await {
+            Ok(()) => {
+                ctx.missing.forget(id);
+                after_write(ctx, &workload, &write, triggered).await;
+                return Ok(Outcome::Written);
+            }
+            Err(e) if is_not_found(&e) => return Ok(Outcome::Gone),
+            Err(e) if is_conflict(&e) && attempt < CONFLICT_ATTEMPTS => {
+                tracing::debug!(workload = %id, attempt, "conflict; re-reading and re-planning");
+                match api::get_workload(&ctx.client, id).await {
+                    Ok(Some(fresh)) => workload = Arc::new(fresh),
+                    Ok(None) => return Ok(Outcome::Gone),
+                    Err(source) => {
+                        return Err(ReconcileError::GetWorkload {
+                            workload: id.clone(),
+                            source: Box::new(source),
+                        });
+                    }
+                }
+            }
+            Err(e) if is_conflict(&e) => break,
+            Err(source) => {
+                let note = format!("Writing the config hash failed: {}", describe(&source));
+                ctx.events
+                    .publish(
+                        &workload,
+                        EventType::Warning,
+                        reason::WRITE_FAILED,
+                        action::UPDATE_CONFIG_HASH,
+                        note,
+                    )
+                    .await;
+                return Err(ReconcileError::PatchWorkload {
+                    workload: id.clone(),
+                    source: Box::new(source),
+                });
+            }
+        }
+    }
+    Err(ReconcileError::Conflict {
+        workload: id.clone(),
+        attempts: CONFLICT_ATTEMPTS,
+    })
+}
+
+/// Events and metrics after a successful write, never before (difference `merge-patch`).
+async fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggered: Option<Instant>) {
+    let kind = workload.id.kind.as_str();
+    if let Some(hash) = &write.hash {
+        ctx.metrics.rollouts.get_or_create(&KindLabel { kind }).inc();
+        if let Some(t) = triggered {
+            ctx.metrics
+                .change_to_patch_seconds
+                .observe(t.elapsed().as_secs_f64());
+        }
+        tracing::info!(workload = %workload.id, hash = %hash, "config hash updated");
+        // Wave's exact message.
+        let note = format!("Configuration hash updated to {hash}");
+        ctx.events
+            .publish(
+                workload,
+                EventType::Normal,
+                reason::CONFIG_CHANGED,
+                action::UPDATE_CONFIG_HASH,
+                note,
+            )
+            .await;
+    }
+    if let Some(release) = &write.release_gate {
+        let gate = names::SCHEDULING_GATE;
+        let (type_, reason, note) = match release.reason {
+            GateReason::ConfigReady => (
+                EventType::Normal,
+                reason::SCHEDULING_ENABLED,
+                format!("Released the scheduling gate {gate}: all required config exists."),
+            ),
+            GateReason::OptedOut => (
+                EventType::Normal,
+                reason::SCHEDULING_ENABLED,
+                format!("Released the scheduling gate {gate}: the workload no longer opts in."),
+            ),
+            GateReason::TimedOut => (
+                EventType::Warning,
+                reason::GATE_TIMED_OUT,
+                format!(
+                    "Released the scheduling gate {gate} after {:?}: required config is still missing.",
+                    ctx.max_gate
+                ),
+            ),
+        };
+        tracing::info!(workload = %workload.id, reason, "scheduling gate released");
+        ctx.events
+            .publish(workload, type_, reason, action::GATE_SCHEDULING, note)
+            .await;
+    }
+    if write.restore_scheduler.is_some() {
+        tracing::info!(workload = %workload.id, "scheduling restored");
+        let note = "Enabled scheduling since all children became available.".to_string();
+        ctx.events
+            .publish(
+                workload,
+                EventType::Normal,
+                reason::SCHEDULING_ENABLED,
+                action::UPDATE_CONFIG_HASH,
+                note,
+            )
+            .await;
+    }
+}
+
+async fn report_missing(ctx: &Context, workload: &Workload, message: String) {
+    if ctx.missing.report(&workload.id, &message) {
+        tracing::warn!(workload = %workload.id, "{message}; not writing the hash until it exists");
+        ctx.events
+            .publish(
+                workload,
+                EventType::Warning,
+                reason::CONFIG_MISSING,
+                action::CHECK_CONFIG,
+                message,
+            )
+            .await;
+    }
+}
+
+/// Records the result of one reconcile and says when to retry, if at all.
+pub fn record(
+    ctx: &Context,
+    id: &WorkloadRef,
+    result: &Result<Outcome, ReconcileError>,
+    failures: u32,
+) -> Option<Duration> {
+    ctx.denials.record(result);
+    let kind = id.kind.as_str();
+    match result {
+        Ok(outcome) => {
+            ctx.metrics
+                .reconciles
+                .get_or_create(&KindResult {
+                    kind,
+                    result: outcome.as_str(),
+                })
+                .inc();
+        }
+        Err(e) => {
+            ctx.metrics
+                .reconciles
+                .get_or_create(&KindResult {
+                    kind,
+                    result: "error",
+                })
+                .inc();
+            ctx.metrics
+                .reconcile_errors
+                .get_or_create(&KindError {
+                    kind,
+                    error: e.kind(),
+                })
+                .inc();
+            tracing::warn!(workload = %id, error = %error_chain(e), retry_in = ?backoff(failures), "reconcile failed");
+        }
+    }
+    retry_after(result, failures)
+}
+
+/// When to reconcile again: when a token or the workload's controller is due, when a gate times out, or
+/// after a backoff that grows with `failures`; `None` when the workload is done until it changes.
+fn retry_after(result: &Result<Outcome, ReconcileError>, failures: u32) -> Option<Duration> {
+    match result {
+        Ok(Outcome::RateLimited(wait) | Outcome::Waiting(wait)) => Some(*wait),
+        Ok(Outcome::Blocked { recheck_after }) => *recheck_after,
+        Ok(_) => None,
+        Err(_) => Some(backoff(failures)),
+    }
+}
+
+/// Exponential backoff for repeated failures of one workload: 1 s, doubling up to 256 s.
+pub fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.min(8)).min(Duration::from_secs(300))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_one_second_and_stops_at_five_minutes() {
+        let delays: Vec<u64> = (0..12).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 64, 128, 256, 256, 256, 256]);
+        assert!(backoff(u32::MAX) <= Duration::from_secs(300));
+    }
+
+    #[test]
+    fn only_waiting_outcomes_and_errors_ask_for_a_retry() {
+        let wait = Duration::from_millis(250);
+        assert_eq!(retry_after(&Ok(Outcome::RateLimited(wait)), 0), Some(wait));
+        assert_eq!(retry_after(&Ok(Outcome::Waiting(wait)), 0), Some(wait));
+        assert_eq!(
+            retry_after(&Ok(Outcome::Blocked { recheck_after: Some(wait) }), 0),
+            Some(wait)
+        );
+        for done in [Outcome::Written, Outcome::Noop, Outcome::Gone, Outcome::NotLeader, Outcome::HeldPodsDeleted] {
+            assert_eq!(retry_after(&Ok(done.clone()), 0), None, "{done:?}");
+        }
+        let failed = Err(ReconcileError::Conflict {
+            workload: WorkloadRef::new(wave_core::workload::WorkloadKind::DEPLOYMENT, "ns", "w"),
+            attempts: 5,
+        });
+        assert_eq!(retry_after(&failed, 3), Some(backoff(3)));
+    }
+}

@@ -1,0 +1,195 @@
+//! Watch streams: one per [`Scope`] (resource × namespace), merged into one stream of [`Change`]s.
+//!
+//! ```text
+//! Api<DynamicObject> per workload kind ─watcher─► Workload (status and spec dropped) ───┐
+//! Api<PartialObjectMeta<ConfigMap|Secret>> ─watcher─► ConfigMeta (key, uid, rv) ───────┼─► Change
+//! ```
+//!
+//! ConfigMaps and Secrets are watched metadata-only: their values never cross the wire here, and each
+//! object costs a key and two short strings. Watch errors are items, not the end of a stream
+//! (kube-rs/kube#1615); the stream backs off and resumes, and the last error of each scope is kept for
+//! `/readyz` so a permission problem is visible instead of silent.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+
+use futures::stream::{BoxStream, StreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{DynamicObject, PartialObjectMeta};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event as WatchEvent};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use wave_core::refs::{ConfigKey, ConfigKind};
+use wave_core::tracker::{Change, ConfigMeta, Event, ObjectVersion, Resource as Watched, Scope};
+use wave_core::workload::{Workload, WorkloadKind, pod_template};
+
+use crate::api::{self, describe as describe_error};
+use crate::metrics::{Metrics, ResourceLabel};
+
+/// The last error of each watch scope, cleared by its next successful event.
+#[derive(Default)]
+pub struct WatchHealth {
+    errors: Mutex<HashMap<Scope, String>>,
+}
+
+impl WatchHealth {
+    fn errors(&self) -> std::sync::MutexGuard<'_, HashMap<Scope, String>> {
+        self.errors.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Scopes whose watch is currently failing, with the error, for `/readyz`.
+    pub fn failing(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .errors()
+            .iter()
+            .map(|(s, e)| format!("{}: {e}", describe(s)))
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+/// `secrets in namespace a` / `secrets in all namespaces`.
+pub fn describe(scope: &Scope) -> String {
+    match &scope.namespace {
+        Some(ns) => format!("{} in namespace {ns}", scope.resource.as_str()),
+        None => format!("{} in all namespaces", scope.resource.as_str()),
+    }
+}
+
+/// One merged stream of every scope's events.
+pub fn changes(
+    client: &Client,
+    scopes: &[Scope],
+    health: Arc<WatchHealth>,
+    metrics: &Metrics,
+) -> BoxStream<'static, Change> {
+    let streams = scopes.iter().map(|scope| {
+        let (h, m) = (health.clone(), metrics.clone());
+        let ns = scope.namespace.as_deref();
+        match scope.resource {
+            Watched::Workload(kind) => {
+                let api = api::workload_api(client, kind, ns);
+                scoped(api, scope.clone(), h, m, workload_change(kind))
+            }
+            Watched::Config(ConfigKind::ConfigMap) => {
+                let api = scoped_api::<PartialObjectMeta<ConfigMap>>(client, ns);
+                scoped(api, scope.clone(), h, m, config_change(ConfigKind::ConfigMap))
+            }
+            Watched::Config(ConfigKind::Secret) => {
+                let api = scoped_api::<PartialObjectMeta<Secret>>(client, ns);
+                scoped(api, scope.clone(), h, m, config_change(ConfigKind::Secret))
+            }
+        }
+    });
+    futures::stream::select_all(streams).boxed()
+}
+
+fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+fn scoped<K>(
+    api: Api<K>,
+    scope: Scope,
+    health: Arc<WatchHealth>,
+    metrics: Metrics,
+    to_change: impl Fn(Scope, Event<K>) -> Change + Send + 'static,
+) -> BoxStream<'static, Change>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Clone + Eq + Hash + Send + Sync,
+{
+    let label = ResourceLabel {
+        resource: scope.resource.as_str(),
+    };
+    watcher::watcher(api, watcher::Config::default().page_size(200))
+        .default_backoff()
+        .filter_map(move |result| {
+            let out = match result {
+                Ok(event) => {
+                    metrics.watch_events.get_or_create(&label).inc();
+                    if health.errors().remove(&scope).is_some() {
+                        tracing::info!(watch = %describe(&scope), "watch recovered");
+                    }
+                    Some(to_change(scope.clone(), from_watcher(event)))
+                }
+                Err(e) => {
+                    metrics.watch_errors.get_or_create(&label).inc();
+                    let text = match &e {
+                        watcher::Error::InitialListFailed(err) | watcher::Error::WatchStartFailed(err) => {
+                            describe_error(err)
+                        }
+                        other => other.to_string(),
+                    };
+                    let previous = health.errors().insert(scope.clone(), text.clone());
+                    if previous.as_deref() != Some(text.as_str()) {
+                        tracing::warn!(watch = %describe(&scope), error = %text, "watch failing; retrying with backoff");
+                    }
+                    None
+                }
+            };
+            std::future::ready(out)
+        })
+        .boxed()
+}
+
+fn from_watcher<K>(event: WatchEvent<K>) -> Event<K> {
+    match event {
+        WatchEvent::Apply(a) => Event::Apply(a),
+        WatchEvent::Delete(a) => Event::Delete(a),
+        WatchEvent::Init => Event::Init,
+        WatchEvent::InitApply(a) => Event::InitApply(a),
+        WatchEvent::InitDone => Event::InitDone,
+    }
+}
+
+/// Workload events as the core's view.
+fn workload_change(kind: WorkloadKind) -> impl Fn(Scope, Event<DynamicObject>) -> Change {
+    move |scope, event| Change::Workload(scope, event.map(|object| to_workload(kind, object)))
+}
+
+/// An object whose pod template cannot be read becomes an inert view (see `Workload::unreadable`): it
+/// cannot be hashed, and the watch goes on for every other object.
+fn to_workload(kind: WorkloadKind, object: DynamicObject) -> Workload {
+    match pod_template(kind, &object.data) {
+        Ok(template) => Workload::from_parts(kind, object.metadata, template),
+        Err(e) => {
+            let name = object.metadata.name.as_deref().unwrap_or_default();
+            let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
+            tracing::warn!(workload = %format!("{kind} {namespace}/{name}"), error = %e, "cannot read the pod template; leaving this workload alone");
+            Workload::unreadable(kind, object.metadata)
+        }
+    }
+}
+
+fn config_change<K>(kind: ConfigKind) -> impl Fn(Scope, Event<PartialObjectMeta<K>>) -> Change {
+    move |scope, event| {
+        Change::Config(
+            scope,
+            event.map(|obj| {
+                let meta = obj.metadata;
+                ConfigMeta {
+                    key: ConfigKey::new(
+                        kind,
+                        meta.namespace.unwrap_or_default(),
+                        meta.name.unwrap_or_default(),
+                    ),
+                    version: ObjectVersion {
+                        uid: meta.uid.unwrap_or_default(),
+                        resource_version: meta.resource_version.unwrap_or_default(),
+                    },
+                }
+            }),
+        )
+    }
+}

@@ -1,0 +1,164 @@
+//! Errors at the runtime's boundaries. Each enum has a stable `kind()` used as a metric label and an
+//! Event reason; messages name the object and the operation, never a config value.
+
+use wave_core::refs::ConfigKey;
+use wave_core::workload::WorkloadRef;
+
+use crate::api::status_code;
+
+/// Why a reconcile failed. It is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// Reading a referenced ConfigMap or Secret failed (other than NotFound).
+    #[error("reading {key} failed")]
+    FetchConfig {
+        /// The object.
+        key: ConfigKey,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// Re-reading the workload after a conflict failed.
+    #[error("re-reading {workload} after a conflict failed")]
+    GetWorkload {
+        /// The workload.
+        workload: WorkloadRef,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// The patch of the workload failed.
+    #[error("patching {workload} failed")]
+    PatchWorkload {
+        /// The workload.
+        workload: WorkloadRef,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// Deleting the pods a released scheduling gate held failed.
+    #[error("deleting the pods the scheduling gate held for {workload} failed")]
+    DeleteHeldPods {
+        /// The workload.
+        workload: WorkloadRef,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// The workload kept changing under us.
+    #[error("{workload} changed during each of {attempts} write attempts")]
+    Conflict {
+        /// The workload.
+        workload: WorkloadRef,
+        /// Attempts made.
+        attempts: usize,
+    },
+}
+
+/// The API operations of a reconcile. Permission problems are tracked per operation, so that the one
+/// that was refused is the one whose success clears it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Operation {
+    /// Reading a referenced ConfigMap or Secret.
+    FetchConfig,
+    /// Reading the workload again after a conflict.
+    GetWorkload,
+    /// Patching the workload.
+    PatchWorkload,
+    /// Deleting the pods a released gate held.
+    DeleteHeldPods,
+}
+
+impl Operation {
+    /// Stable name, a metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::FetchConfig => "fetch_config",
+            Operation::GetWorkload => "get_workload",
+            Operation::PatchWorkload => "patch_workload",
+            Operation::DeleteHeldPods => "delete_held_pods",
+        }
+    }
+
+    fn forbidden(self) -> &'static str {
+        match self {
+            Operation::FetchConfig => "fetch_config_forbidden",
+            Operation::GetWorkload => "get_workload_forbidden",
+            Operation::PatchWorkload => "patch_workload_forbidden",
+            Operation::DeleteHeldPods => "delete_held_pods_forbidden",
+        }
+    }
+}
+
+impl ReconcileError {
+    /// The API operation that failed, and its error; `None` for a conflict that never resolved.
+    pub fn api_error(&self) -> Option<(Operation, &kube::Error)> {
+        match self {
+            ReconcileError::FetchConfig { source, .. } => Some((Operation::FetchConfig, source)),
+            ReconcileError::GetWorkload { source, .. } => Some((Operation::GetWorkload, source)),
+            ReconcileError::PatchWorkload { source, .. } => Some((Operation::PatchWorkload, source)),
+            ReconcileError::DeleteHeldPods { source, .. } => Some((Operation::DeleteHeldPods, source)),
+            ReconcileError::Conflict { .. } => None,
+        }
+    }
+
+    /// The operation the apiserver refused with 403 Forbidden, if that is what happened.
+    pub fn forbidden(&self) -> Option<Operation> {
+        self.api_error()
+            .filter(|(_, e)| status_code(e) == Some(403))
+            .map(|(op, _)| op)
+    }
+
+    /// Stable, low-cardinality name of the error, for metric labels.
+    pub fn kind(&self) -> &'static str {
+        match self.api_error() {
+            None => "conflict",
+            Some((op, e)) => match status_code(e) {
+                Some(403) => op.forbidden(),
+                Some(422) if op == Operation::PatchWorkload => "patch_workload_invalid",
+                _ => op.as_str(),
+            },
+        }
+    }
+}
+
+/// Why the controller could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// No kubeconfig or in-cluster configuration.
+    #[error("cannot configure the Kubernetes client")]
+    KubeConfig(#[source] Box<kube::Error>),
+    /// An admin address is malformed or taken.
+    #[error("cannot serve {what} on {address:?}")]
+    Bind {
+        /// metrics or health.
+        what: &'static str,
+        /// The address given.
+        address: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Leader election could not start.
+    #[error("leader election with Lease {namespace}/{name} failed")]
+    Lease {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: Box<kube_lease_manager::LeaseManagerError>,
+    },
+    /// This replica lost the lease; it exits so that it can never write alongside the new leader.
+    #[error("lost the leader lease {namespace}/{name}; exiting")]
+    LeaseLost {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        name: String,
+    },
+    /// The webhook could not be set up (certificate, Secret or configuration).
+    #[error("cannot start the admission webhook")]
+    Webhook(#[source] crate::webhook::WebhookError),
+}

@@ -1,0 +1,83 @@
+//! Kubernetes Events (events.k8s.io/v1) about workloads.
+//!
+//! NOTE: kube's `Recorder` aggregates repeats into an EventSeries keyed by reason and object but not by
+//! note (kube-runtime `events.rs`, `get_event_key`), so a second `ConfigChanged` would only bump the
+//! first Event's count and hide the new hash. Wave's users read the hash from the Event, so each Event is
+//! created on its own here; the one Event that can repeat (`ConfigMissing`) is de-duplicated by the
+//! reconcile, per distinct missing set.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, ObjectMeta, PostParams};
+
+use wave_core::names;
+use wave_core::workload::Workload;
+
+use crate::api::describe;
+
+/// `Normal` or `Warning`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// Something expected happened.
+    Normal,
+    /// Something needs attention.
+    Warning,
+}
+
+/// Publishes Events as `reportingController: wave`, `reportingInstance: <identity>`.
+#[derive(Clone)]
+pub struct EventPublisher {
+    client: Client,
+    instance: String,
+}
+
+impl EventPublisher {
+    /// A publisher reporting as `instance`.
+    pub fn new(client: Client, instance: String) -> Self {
+        Self { client, instance }
+    }
+
+    /// Creates one Event about `workload`. A failure is logged, not returned: an Event that cannot be
+    /// created never stops a reconcile or an admission.
+    pub async fn publish(&self, workload: &Workload, type_: EventType, reason: &str, action: &str, note: String) {
+        let now = Timestamp::now();
+        let id = &workload.id;
+        let event = Event {
+            metadata: ObjectMeta {
+                // Unique per publish: the object name plus the time in nanoseconds, as kubectl does.
+                name: Some(format!("{}.{:x}", id.name, now.as_nanosecond())),
+                namespace: Some(id.namespace.clone()),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(now)),
+            type_: Some(match type_ {
+                EventType::Normal => "Normal".into(),
+                EventType::Warning => "Warning".into(),
+            }),
+            reason: Some(reason.into()),
+            action: Some(action.into()),
+            note: Some(note),
+            reporting_controller: Some(names::CONTROLLER_NAME.into()),
+            reporting_instance: Some(self.instance.clone()),
+            regarding: Some(ObjectReference {
+                api_version: Some(id.kind.info().api_version.into()),
+                kind: Some(id.kind.as_str().into()),
+                namespace: Some(id.namespace.clone()),
+                name: Some(id.name.clone()),
+                uid: Some(workload.uid.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        if let Err(e) = Api::<Event>::namespaced(self.client.clone(), &id.namespace)
+            .create(&PostParams::default(), &event)
+            .await
+        {
+            tracing::warn!(workload = %id, reason, error = %describe(&e), "could not publish Event");
+        }
+    }
+
+}
