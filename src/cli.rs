@@ -30,9 +30,11 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the controller.
+    /// Run the controller. A flag given twice takes its last value, as with Go's flag package, so a
+    /// chart's `extraArgs` can override a flag the chart already sets.
     #[command(
-        after_help = "Example:\n  wave run --namespaces=team-a,team-b --update-rate=5 --leader-election"
+        after_help = "Example:\n  wave run --namespaces=team-a,team-b --update-rate=5 --leader-election",
+        args_override_self = true
     )]
     Run(Box<RunArgs>),
     /// Print the config hash of each opted-in workload in rendered manifests (no cluster needed), or
@@ -466,6 +468,21 @@ mod tests {
         );
         assert_eq!(run.burst(), 5);
         let run = parse(&["run", "--leader-election=false"]);
+        assert!(!run.leader_election);
+    }
+
+    #[test]
+    fn a_repeated_flag_takes_its_last_value_as_in_go() {
+        let run = parse(&[
+            "run",
+            "--log-level=debug",
+            "--log-level=info",
+            "--update-rate=2",
+            "--update-rate=3",
+        ]);
+        assert_eq!(run.log_level, "info");
+        assert_eq!(run.update_rate, 3.0);
+        let run = parse(&["--leader-election=true", "--leader-election=false"]);
         assert!(!run.leader_election);
     }
 

@@ -120,6 +120,14 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
                 },
                 Some(desired),
             ),
+            Plan::Write(w) if w.mark_gated_at.is_some() => (
+                "waiting",
+                format!(
+                    "the scheduling gate {} has no start time; wave notes one, and releases the gate one --max-gate-duration later",
+                    names::SCHEDULING_GATE
+                ),
+                None,
+            ),
             Plan::Write(w) if w.release_gate.is_some() => (
                 "rollout-pending",
                 format!("the scheduling gate {} is to be released", names::SCHEDULING_GATE),

@@ -210,7 +210,13 @@ async fn keyed_workloads(prefix: &str) -> (kube::Client, String, Wave, Vec<(Work
     let volumes = json!({"volumes": [{"name": "p", "projected": {"sources": [
         {"configMap": {"name": "cfg", "items": [{"key": "a", "path": "a"}]}}]}}]});
     let mut hashes = Vec::new();
-    create_every_kind(&client, &ns, opted_in(&[]), pod_spec(env.clone(), volumes.clone())).await;
+    create_every_kind(
+        &client,
+        &ns,
+        opted_in(&[]),
+        pod_spec(env.clone(), volumes.clone()),
+    )
+    .await;
     for kind in WorkloadKind::BUILT_IN {
         hashes.push((
             kind,

@@ -467,9 +467,9 @@ async fn a_missing_verb_is_named_in_the_log_and_makes_readyz_fail() {
 }
 
 #[tokio::test]
-async fn a_missing_patch_verb_is_named_in_the_log_an_event_and_readyz() {
+async fn a_denied_patch_is_an_event_a_metric_and_a_log_line_and_wave_stays_ready() {
     let (client, ns) = setup("rbac-nopatch").await;
-    // Remove `patch` on workloads from the Role.
+    // Remove `patch` on workloads from the Role, as a policy engine refusing one object would.
     let kubeconfig = namespaced_identity(&client, &ns, "rbac-nopatch", |role| {
         role["rules"][1]["verbs"] = serde_norway::from_str("[get, list, watch]").unwrap();
     })
@@ -478,24 +478,36 @@ async fn a_missing_patch_verb_is_named_in_the_log_an_event_and_readyz() {
     create_configmap(&client, &ns, "cfg", json!({"a": "1"})).await;
     let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
     create_workload(&client, &ns, WorkloadKind::DEPLOYMENT, "web", opted_in(&[]), spec).await;
-    let port = wave.health;
-    let body = wait_for("/readyz to report the denied patch", TIMEOUT, || async move {
-        http_get(port, "/readyz")
-            .filter(|(s, b)| *s == 503 && b.contains("permission denied"))
-            .map(|(_, b)| b)
+    let events = wait_for("a WriteFailed Event", TIMEOUT, || async {
+        let events = events_for(&client, &ns, "web").await;
+        events
+            .iter()
+            .any(|(t, r, _)| t == "Warning" && r == "WriteFailed")
+            .then_some(events)
     })
     .await;
-    assert!(body.contains("cannot patch resource \"deployments\""), "{body}");
+    assert!(
+        events
+            .iter()
+            .any(|(_, _, note)| note.contains("cannot patch resource")),
+        "the Event names the verb and resource: {events:?}"
+    );
     assert!(
         wave.output().contains("cannot patch resource"),
         "the log names the verb and resource"
     );
-    let events = events_for(&client, &ns, "web").await;
     assert!(
-        events
-            .iter()
-            .any(|(t, r, _)| t == "Warning" && r == "WriteFailed"),
-        "{events:?}"
+        wave.metric(
+            "wave_reconcile_errors_total",
+            &["error=\"patch_workload_forbidden\""]
+        ) >= 1.0,
+        "the metric counts the refusal"
+    );
+    let (status, body) = http_get(wave.health, "/readyz").expect("/readyz answers");
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "ok"),
+        "one refused object does not make wave unready"
     );
     assert_eq!(hash_of(&client, &ns, WorkloadKind::DEPLOYMENT, "web").await, None);
 }

@@ -112,8 +112,16 @@ impl fmt::Display for Missing {
 }
 
 /// Wave's error text for a failed required check: `not all required children exist: …`.
+///
+/// Wave's words; unlike Wave, a child referenced several times (say, by 40 `env` entries) is named once,
+/// in the order of its first reference, so the message stays short enough for an Event.
 pub fn missing_message(missing: &[Missing]) -> String {
-    let parts: Vec<String> = missing.iter().map(ToString::to_string).collect();
+    let mut seen = BTreeSet::new();
+    let parts: Vec<String> = missing
+        .iter()
+        .filter(|m| seen.insert(*m))
+        .map(ToString::to_string)
+        .collect();
     format!("not all required children exist: {}", parts.join(", "))
 }
 
@@ -257,6 +265,19 @@ mod tests {
 
     fn source(ns: &str, r: &References, f: &Fetched) -> String {
         String::from_utf8(hash_source(ns, r, f).as_bytes().to_vec()).unwrap()
+    }
+
+    #[test]
+    fn a_child_missing_for_many_references_is_named_once_in_the_message() {
+        let cm = ConfigKey::new(ConfigKind::ConfigMap, "ns", "cm");
+        let secret = ConfigKey::new(ConfigKind::Secret, "ns", "db");
+        let mut missing = vec![Missing::Object(cm.clone())];
+        missing.extend((0..40).map(|_| Missing::Key(secret.clone(), "password".into())));
+        missing.push(Missing::Object(cm));
+        assert_eq!(
+            missing_message(&missing),
+            "not all required children exist: missing required configmap ns/cm, missing required key password in secret ns/db"
+        );
     }
 
     // The four test vectors of `docs/behaviour.md`, "The hash".
@@ -407,11 +428,16 @@ mod tests {
             ConfigKey::new(ConfigKind::Secret, "ns", "s"),
             content(&[("q", b"")]),
         )]);
+        let missing = missing(&r, &f);
         assert_eq!(
-            missing_message(&missing(&r, &f)),
+            missing.len(),
+            4,
+            "Wave's list: the child referenced twice is there twice"
+        );
+        assert_eq!(
+            missing_message(&missing),
             "not all required children exist: missing required configmap ns/gone, \
-             missing required configmap ns/gone, missing required key a in secret ns/s, \
-             missing required key z in secret ns/s"
+             missing required key a in secret ns/s, missing required key z in secret ns/s"
         );
     }
 

@@ -165,6 +165,35 @@ fn typed<T: serde::de::DeserializeOwned>(index: usize, v: &Value) -> Result<T, M
     serde_norway::from_value(v.clone()).map_err(|e| invalid(index, v, e.to_string()))
 }
 
+/// A Secret, with errors that never quote its data: a parser's message can contain the offending value
+/// (`invalid type: integer \`987654\``), and CI logs are not the place for a PIN.
+fn secret(index: usize, v: &Value) -> Result<Secret, ManifestError> {
+    for field in ["data", "stringData"] {
+        let Some(map) = v.get(field).and_then(Value::as_mapping) else {
+            continue;
+        };
+        for (key, value) in map {
+            if !value.is_string() {
+                let key = key.as_str().unwrap_or("<a key that is not a string>");
+                let found = match value {
+                    Value::Null => "nothing (null)",
+                    Value::Bool(_) => "a boolean",
+                    Value::Number(_) => "a number",
+                    Value::Sequence(_) => "a list",
+                    Value::Mapping(_) => "a map",
+                    _ => "a tagged value",
+                };
+                let message = format!("{field}.{key} must be a string (quote it in YAML); found {found}");
+                return Err(invalid(index, v, message));
+            }
+        }
+    }
+    serde_norway::from_value(v.clone()).map_err(|_| {
+        let message = "not a valid Secret (the parser's message is withheld: it may quote a value)";
+        invalid(index, v, message.into())
+    })
+}
+
 fn invalid(index: usize, v: &Value, message: String) -> ManifestError {
     ManifestError::Invalid {
         index,
@@ -202,7 +231,7 @@ pub fn hash_all(
             let key = ConfigKey::new(kind, ns_of(v), name_of(index, v)?);
             let content = match kind {
                 ConfigKind::ConfigMap => Content::from_config_map(&typed::<ConfigMap>(index, v)?),
-                ConfigKind::Secret => Content::from_secret(&typed::<Secret>(index, v)?),
+                ConfigKind::Secret => Content::from_secret(&secret(index, v)?),
             };
             configs.insert(key, Arc::new(content));
         } else if let Some(kind) = workload_kind(v) {
@@ -482,5 +511,26 @@ spec:
         let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: [1, 2]\n";
         let err = hash_all(&parse(text).unwrap(), "default", false).unwrap_err();
         assert!(err.to_string().starts_with("document 1 (ConfigMap x): "), "{err}");
+    }
+
+    #[test]
+    fn an_invalid_secret_is_reported_by_key_and_type_never_by_value() {
+        for (doc, names) in [
+            (
+                "stringData: {pin: 987654}",
+                "stringData.pin must be a string (quote it in YAML); found a number",
+            ),
+            (
+                "data: {token: [987654]}",
+                "data.token must be a string (quote it in YAML); found a list",
+            ),
+            ("data: {token: \"987654!\"}", "not a valid Secret"),
+        ] {
+            let input = format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\n{doc}\n");
+            let m = parse(&input).unwrap();
+            let err = hash_all(&m, "default", false).unwrap_err().to_string();
+            assert!(err.contains(names), "{err}");
+            assert!(!err.contains("987654"), "the value leaked: {err}");
+        }
     }
 }

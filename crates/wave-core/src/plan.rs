@@ -3,7 +3,7 @@
 //! ```text
 //! Workload + References + Fetched ─► plan() ─► Noop | Blocked { missing } | Write { hash, restore }
 //!                                                                             │
-//!                                                       patch_body(rv, write) ◄┘  (JSON merge patch)
+//!                                                 patch_body(workload, write) ◄┘  (JSON merge patch)
 //! ```
 //!
 //! Wave's rules (`docs/behaviour.md`, "When wave writes" and "Missing config"): write only when the hash
@@ -60,6 +60,9 @@ pub struct Write {
     pub restore_scheduler: Option<String>,
     /// Release wave's scheduling gate.
     pub release_gate: Option<GateRelease>,
+    /// Note when the gate started holding pods: the gate has no readable `gated-at` mark (removed or
+    /// edited by hand), so the maximum gate duration counts from now.
+    pub mark_gated_at: Option<Timestamp>,
 }
 
 /// Removing `wave.pusher.com/config` from the pod template's scheduling gates.
@@ -127,6 +130,7 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, gate: &Ga
                 hash: None,
                 restore_scheduler,
                 release_gate,
+                mark_gated_at: None,
             })
         };
     }
@@ -138,9 +142,16 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, gate: &Ga
                 recheck_after: None,
             };
         }
-        // A gate without a start time counts from now: it is released at the latest one maximum
-        // duration after wave first sees it.
-        let since = workload.gated_at().unwrap_or(gate.now);
+        // A gate without a readable start time gets one, now, so that the maximum duration counts from
+        // there on every later pass (recomputing "now" each time would never time out).
+        let Some(since) = workload.gated_at() else {
+            return Plan::Write(Write {
+                hash: None,
+                restore_scheduler: None,
+                release_gate: None,
+                mark_gated_at: Some(gate.now),
+            });
+        };
         let held = Duration::try_from(gate.now.duration_since(since)).unwrap_or_default();
         return match gate.max_gate.checked_sub(held).filter(|left| !left.is_zero()) {
             Some(left) => Plan::Blocked {
@@ -151,6 +162,7 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, gate: &Ga
                 hash: None,
                 restore_scheduler: None,
                 release_gate: release(GateReason::TimedOut),
+                mark_gated_at: None,
             }),
         };
     }
@@ -164,25 +176,28 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, gate: &Ga
             hash,
             restore_scheduler,
             release_gate,
+            mark_gated_at: None,
         })
     }
 }
 
-/// The JSON merge patch for `write`. It carries the observed `resourceVersion`, so a write decided on a
-/// stale view fails with 409 instead of stamping a hash computed from an old template.
-pub fn patch_body(resource_version: &str, write: &Write) -> Value {
-    let mut body = json!({ "metadata": { "resourceVersion": resource_version } });
+/// The JSON merge patch for `write` to `workload`. It carries the observed `resourceVersion`, so a write
+/// decided on a stale view fails with 409 instead of stamping a hash computed from an old template. The
+/// template part goes where the workload's kind keeps its pod template.
+pub fn patch_body(workload: &Workload, write: &Write) -> Value {
+    let mut body = json!({ "metadata": { "resourceVersion": workload.resource_version } });
+    let mut template = json!({});
     if let Some(hash) = &write.hash {
-        body["spec"]["template"]["metadata"]["annotations"][names::CONFIG_HASH] = json!(hash);
+        template["metadata"]["annotations"][names::CONFIG_HASH] = json!(hash);
     }
     if let Some(scheduler) = &write.restore_scheduler {
         body["metadata"]["annotations"][names::SCHEDULING_DISABLED] = Value::Null;
-        body["spec"]["template"]["spec"]["schedulerName"] = json!(scheduler);
+        template["spec"]["schedulerName"] = json!(scheduler);
     }
     if let Some(release) = &write.release_gate {
         // A merge patch replaces lists whole: write the gates that stay (null removes the field).
         let gates: Vec<Value> = release.remaining.iter().map(|g| json!({ "name": g })).collect();
-        body["spec"]["template"]["spec"]["schedulingGates"] = if gates.is_empty() {
+        template["spec"]["schedulingGates"] = if gates.is_empty() {
             Value::Null
         } else {
             Value::Array(gates)
@@ -190,6 +205,17 @@ pub fn patch_body(resource_version: &str, write: &Write) -> Value {
         if !release.delete_held_pods {
             body["metadata"]["annotations"][names::GATED_AT] = Value::Null;
         }
+    }
+    if let Some(at) = &write.mark_gated_at {
+        body["metadata"]["annotations"][names::GATED_AT] = json!(at.to_string());
+    }
+    if template != json!({}) {
+        // `/spec/template` becomes {"spec": {"template": …}}; the pointer's segments are plain names.
+        let mut at = &mut body;
+        for segment in workload.id.kind.info().template.split('/').skip(1) {
+            at = &mut at[segment];
+        }
+        *at = template;
     }
     body
 }
@@ -248,7 +274,7 @@ mod tests {
             (release.remaining, release.reason),
             (vec!["other.example/gate".to_string()], GateReason::ConfigReady)
         );
-        let body = patch_body("1", &write);
+        let body = patch_body(&w, &write);
         assert_eq!(
             body["spec"]["template"]["spec"]["schedulingGates"],
             json!([{"name": "other.example/gate"}])
@@ -266,7 +292,7 @@ mod tests {
             panic!("expected a write")
         };
         assert!(write.release_gate.as_ref().is_some_and(|r| r.delete_held_pods));
-        let body = patch_body("1", &write);
+        let body = patch_body(&w, &write);
         assert_eq!(
             body["metadata"].get("annotations"),
             None,
@@ -336,7 +362,8 @@ mod tests {
             Plan::Write(Write {
                 hash: Some(EMPTY_HASH.into()),
                 restore_scheduler: None,
-                release_gate: None
+                release_gate: None,
+                mark_gated_at: None,
             })
         );
     }
@@ -385,6 +412,7 @@ mod tests {
             hash: Some(EMPTY_HASH.into()),
             restore_scheduler: Some("my-scheduler".into()),
             release_gate: None,
+            mark_gated_at: None,
         };
         assert_eq!(plan(&w, &w.references(), &Fetched::new()), Plan::Write(expected));
     }
@@ -404,6 +432,7 @@ mod tests {
             hash: None,
             restore_scheduler: Some(names::DEFAULT_SCHEDULER.into()),
             release_gate: None,
+            mark_gated_at: None,
         };
         assert_eq!(plan(&w, &w.references(), &Fetched::new()), Plan::Write(expected));
     }
@@ -419,14 +448,52 @@ mod tests {
         assert_eq!(plan(&w, &w.references(), &Fetched::new()), Plan::Noop);
     }
 
+    fn at_version(resource_version: &str) -> Workload {
+        let mut w = deployment("ns", "w", &[], json!({"containers": []}));
+        w.resource_version = resource_version.into();
+        w
+    }
+
+    #[test]
+    fn a_gate_without_a_readable_start_gets_one_and_then_times_out_from_it() {
+        let mut w = gated(uses_missing_cm(), "not a time");
+        let Plan::Write(write) = plan(&w, &w.references(), &Fetched::new()) else {
+            panic!("expected the mark to be written")
+        };
+        let now = policy().now;
+        assert_eq!(
+            write,
+            Write {
+                hash: None,
+                restore_scheduler: None,
+                release_gate: None,
+                mark_gated_at: Some(now),
+            }
+        );
+        let body = patch_body(&w, &write);
+        assert_eq!(
+            body["metadata"]["annotations"][names::GATED_AT],
+            json!(now.to_string())
+        );
+        assert_eq!(body.get("spec"), None, "the template is not touched: no rollout");
+        // Once marked, the gate times out from that mark.
+        w.annotations
+            .insert(names::GATED_AT.into(), "2026-11-22T11:50:00Z".into());
+        let Plan::Write(write) = plan(&w, &w.references(), &Fetched::new()) else {
+            panic!("expected the gate to be released")
+        };
+        assert_eq!(write.release_gate.map(|r| r.reason), Some(GateReason::TimedOut));
+    }
+
     #[test]
     fn patch_touches_only_the_hash_and_carries_the_resource_version() {
         let body = patch_body(
-            "7",
+            &at_version("7"),
             &Write {
                 hash: Some("h".into()),
                 restore_scheduler: None,
                 release_gate: None,
+                mark_gated_at: None,
             },
         );
         assert_eq!(
@@ -439,11 +506,12 @@ mod tests {
     #[test]
     fn restoring_patch_removes_the_gate_annotation_and_sets_the_scheduler() {
         let body = patch_body(
-            "7",
+            &at_version("7"),
             &Write {
                 hash: None,
                 restore_scheduler: Some("default-scheduler".into()),
                 release_gate: None,
+                mark_gated_at: None,
             },
         );
         assert_eq!(

@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_RATE: f64 = 1.0;
 /// Default burst.
 pub const DEFAULT_BURST: u32 = 100;
+/// The longest wait the bucket asks for. A tiny rate (`--update-rate=1e-20`) would otherwise ask for a
+/// wait no `Duration` can hold; the caller simply asks again after this long.
+pub const MAX_WAIT: Duration = Duration::from_secs(3600);
 
 /// A token bucket refilled at `rate` tokens per second up to `burst`.
 #[derive(Debug)]
@@ -53,7 +56,8 @@ impl TokenBucket {
             self.tokens -= 1.0;
             Ok(())
         } else {
-            Err(Duration::from_secs_f64((1.0 - self.tokens) / self.rate))
+            let wait = Duration::try_from_secs_f64((1.0 - self.tokens) / self.rate).unwrap_or(MAX_WAIT);
+            Err(wait.min(MAX_WAIT))
         }
     }
 }
@@ -100,5 +104,13 @@ mod tests {
         let granted = (0..200).filter(|_| bucket.try_take(t0).is_ok()).count();
         assert_eq!(granted, DEFAULT_BURST as usize);
         assert_eq!(bucket.try_take(t0).unwrap_err(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_vanishingly_small_rate_waits_at_most_the_maximum_instead_of_panicking() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::new(1e-20, 1);
+        assert_eq!(b.try_take(t0), Ok(()));
+        assert_eq!(b.try_take(t0), Err(MAX_WAIT));
     }
 }

@@ -138,6 +138,8 @@ pub struct Effects {
     pub config_triggered: bool,
     /// Config objects whose cached content is no longer needed.
     pub evict: Vec<ConfigKey>,
+    /// Workloads that no longer exist: whatever was remembered about them is to be forgotten.
+    pub deleted: Vec<WorkloadRef>,
     /// The tracker just became ready (every scope listed once).
     pub became_ready: bool,
 }
@@ -301,7 +303,9 @@ impl Tracker {
     }
 
     fn delete_workload(&mut self, id: &WorkloadRef, fx: &mut Effects) {
-        self.workloads.remove(id);
+        if self.workloads.remove(id).is_some() {
+            fx.deleted.push(id.clone());
+        }
         fx.evict.extend(self.index.remove(id));
     }
 
@@ -419,6 +423,10 @@ mod tests {
         }
     }
 
+    fn names_of_deleted(fx: &Effects) -> Vec<&str> {
+        fx.deleted.iter().map(|w| w.name.as_str()).collect()
+    }
+
     fn names_of(fx: &Effects) -> Vec<&str> {
         fx.enqueue.iter().map(|w| w.name.as_str()).collect()
     }
@@ -516,6 +524,11 @@ mod tests {
             Event::Delete(uses_cm("a", "x")),
         ));
         assert_eq!(fx.evict, vec![cm_meta("x", "1").key]);
+        assert_eq!(
+            names_of_deleted(&fx),
+            ["a"],
+            "what was remembered about it is forgotten"
+        );
         assert_eq!(t.index().workload_count(), 0);
         let fx = t.apply(Change::Config(scope(CONFIGMAPS), Event::Apply(cm_meta("x", "2"))));
         assert!(fx.enqueue.is_empty());

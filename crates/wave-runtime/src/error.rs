@@ -45,6 +45,14 @@ pub enum ReconcileError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// The reconcile panicked (a bug). The worker survives, the workload is retried with backoff.
+    #[error("reconciling {workload} panicked: {message}")]
+    Panicked {
+        /// The workload.
+        workload: WorkloadRef,
+        /// The panic's message.
+        message: String,
+    },
     /// The workload kept changing under us.
     #[error("{workload} changed during each of {attempts} write attempts")]
     Conflict {
@@ -55,8 +63,7 @@ pub enum ReconcileError {
     },
 }
 
-/// The API operations of a reconcile. Permission problems are tracked per operation, so that the one
-/// that was refused is the one whose success clears it.
+/// The API operations of a reconcile, named in error metric labels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Operation {
     /// Reading a referenced ConfigMap or Secret.
@@ -98,20 +105,14 @@ impl ReconcileError {
             ReconcileError::GetWorkload { source, .. } => Some((Operation::GetWorkload, source)),
             ReconcileError::PatchWorkload { source, .. } => Some((Operation::PatchWorkload, source)),
             ReconcileError::DeleteHeldPods { source, .. } => Some((Operation::DeleteHeldPods, source)),
-            ReconcileError::Conflict { .. } => None,
+            ReconcileError::Conflict { .. } | ReconcileError::Panicked { .. } => None,
         }
-    }
-
-    /// The operation the apiserver refused with 403 Forbidden, if that is what happened.
-    pub fn forbidden(&self) -> Option<Operation> {
-        self.api_error()
-            .filter(|(_, e)| status_code(e) == Some(403))
-            .map(|(op, _)| op)
     }
 
     /// Stable, low-cardinality name of the error, for metric labels.
     pub fn kind(&self) -> &'static str {
         match self.api_error() {
+            None if matches!(self, ReconcileError::Panicked { .. }) => "panic",
             None => "conflict",
             Some((op, e)) => match status_code(e) {
                 Some(403) => op.forbidden(),

@@ -42,7 +42,14 @@ impl EventPublisher {
 
     /// Creates one Event about `workload`. A failure is logged, not returned: an Event that cannot be
     /// created never stops a reconcile or an admission.
-    pub async fn publish(&self, workload: &Workload, type_: EventType, reason: &str, action: &str, note: String) {
+    pub async fn publish(
+        &self,
+        workload: &Workload,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let now = Timestamp::now();
         let id = &workload.id;
         let event = Event {
@@ -59,7 +66,7 @@ impl EventPublisher {
             }),
             reason: Some(reason.into()),
             action: Some(action.into()),
-            note: Some(note),
+            note: Some(fit_note(note)),
             reporting_controller: Some(names::CONTROLLER_NAME.into()),
             reporting_instance: Some(self.instance.clone()),
             regarding: Some(ObjectReference {
@@ -79,5 +86,48 @@ impl EventPublisher {
             tracing::warn!(workload = %id, reason, error = %describe(&e), "could not publish Event");
         }
     }
+}
 
+/// The longest `note` events.k8s.io/v1 accepts, in bytes; a longer one makes the apiserver refuse the
+/// whole Event (kubernetes/kubernetes, `pkg/apis/events/validation`: `NoteLengthLimit`).
+const NOTE_LIMIT: usize = 1024;
+
+/// `note`, cut at a character boundary and marked with `…` when it is longer than the apiserver accepts,
+/// so that a long message still reaches the user as an Event instead of being refused.
+fn fit_note(mut note: String) -> String {
+    if note.len() <= NOTE_LIMIT {
+        return note;
+    }
+    let mut end = NOTE_LIMIT - '…'.len_utf8();
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    note.truncate(end);
+    note.push('…');
+    note
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_note_within_the_limit_is_kept_whole() {
+        let note = "x".repeat(NOTE_LIMIT);
+        assert_eq!(fit_note(note.clone()), note);
+    }
+
+    #[test]
+    fn a_long_note_is_cut_to_the_limit_at_a_character_boundary() {
+        for long in [
+            "x".repeat(5000),
+            "é".repeat(3000),
+            format!("a{}", "€".repeat(2000)),
+        ] {
+            let fitted = fit_note(long.clone());
+            assert!(fitted.len() <= NOTE_LIMIT, "{} bytes", fitted.len());
+            assert!(fitted.ends_with('…'));
+            assert!(long.starts_with(fitted.trim_end_matches('…')));
+        }
+    }
 }

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use kube::Client;
 use kube_lease_manager::LeaseManagerBuilder;
@@ -57,8 +58,19 @@ pub fn identity() -> String {
     format!("{host}_{}", std::process::id())
 }
 
+/// The field manager of this replica's Lease writes. It must differ per identity: with one shared
+/// manager, server-side apply lets two replicas both take a free lease (kube-lease-manager's own default
+/// is `kube-lease-manager-<identity>` for this reason).
+pub fn field_manager(identity: &str) -> String {
+    format!("{}-lease-{identity}", names::FIELD_MANAGER)
+}
+
+/// How long to wait before asking again after a lease error while not leading.
+const RETRY: Duration = Duration::from_secs(1);
+
 /// Campaigns for the lease and keeps `ctx.leader` current. Returns only when the lease is lost after
-/// being held (or cannot be managed at all): the caller then exits.
+/// being held, when a renewal fails while leading, or when the lease cannot be managed at all: the
+/// caller then exits, so a replica that may have lost the lease never writes next to the new leader.
 pub async fn campaign(client: Client, config: LeaseConfig, ctx: Arc<Context>) -> RunError {
     let lease_err = |source| RunError::Lease {
         namespace: config.namespace.clone(),
@@ -73,7 +85,7 @@ pub async fn campaign(client: Client, config: LeaseConfig, ctx: Arc<Context>) ->
         .with_identity(&config.identity)
         .with_duration(config.duration_seconds)
         .with_grace(grace)
-        .with_field_manager(names::FIELD_MANAGER)
+        .with_field_manager(field_manager(&config.identity))
         .build()
         .await
     {
@@ -81,40 +93,59 @@ pub async fn campaign(client: Client, config: LeaseConfig, ctx: Arc<Context>) ->
         Err(e) => return lease_err(e),
     };
     tracing::info!(lease = %format!("{}/{}", config.namespace, config.name), identity = %config.identity, "campaigning for leadership");
-    let (mut leading, task) = manager.watch().await;
+    let step_down = || {
+        ctx.leader.store(false, Ordering::Release);
+        ctx.metrics.leader.set(0);
+    };
+    // NOTE: `LeaseManager::watch` logs renewal errors and keeps reporting "leader" while it retries
+    // (kube-lease-manager `manager.rs`, `watch`), so a leader the apiserver keeps refusing would go on
+    // writing. Driving `changed` directly lets an error while leading end the leadership at once.
     let mut held = false;
     loop {
-        let now = *leading.borrow_and_update();
-        if now && !held {
-            held = true;
-            ctx.leader.store(true, Ordering::Release);
-            ctx.metrics.leader.set(1);
-            let all = ctx.tracker().all_to_reconcile();
-            tracing::info!(
-                workloads = all.len(),
-                "became the leader; checking every workload"
-            );
-            for id in all {
-                ctx.queue.add(id, None);
+        match manager.changed().await {
+            Ok(true) if !held => {
+                held = true;
+                ctx.leader.store(true, Ordering::Release);
+                ctx.metrics.leader.set(1);
+                let all = ctx.tracker().all_to_reconcile();
+                tracing::info!(
+                    workloads = all.len(),
+                    "became the leader; checking every workload"
+                );
+                for id in all {
+                    ctx.queue.add(id, None);
+                }
             }
-        } else if !now && held {
-            ctx.leader.store(false, Ordering::Release);
-            ctx.metrics.leader.set(0);
-            return RunError::LeaseLost {
-                namespace: config.namespace,
-                name: config.name,
-            };
-        }
-        if leading.changed().await.is_err() {
-            // The lease task ended: it only does so on an error it could not recover from.
-            ctx.leader.store(false, Ordering::Release);
-            return match task.await {
-                Ok(Err(e)) => lease_err(e),
-                _ => RunError::LeaseLost {
+            Ok(false) if held => {
+                step_down();
+                return RunError::LeaseLost {
                     namespace: config.namespace,
                     name: config.name,
-                },
-            };
+                };
+            }
+            Ok(_) => {}
+            Err(e) if held => {
+                step_down();
+                tracing::error!(error = %crate::api::error_chain(&e), "renewing the lease failed; stepping down");
+                return lease_err(e);
+            }
+            Err(e) => {
+                tracing::warn!(error = %crate::api::error_chain(&e), "lease error; retrying");
+                tokio::time::sleep(RETRY).await;
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_replica_writes_the_lease_under_its_own_field_manager() {
+        let (a, b) = (field_manager("wave-0_1"), field_manager("wave-1_1"));
+        assert_ne!(a, b);
+        assert_eq!(a, "wave-lease-wave-0_1");
+        assert!(a.len() <= 128, "the apiserver's limit for a field manager");
     }
 }

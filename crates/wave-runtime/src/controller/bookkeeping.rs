@@ -1,19 +1,18 @@
 //! What the reconcilers and the webhook remember between reconciles, each behind its own small type.
 //!
+//! A refused API call for one object (a 403 from RBAC or a policy engine) is not remembered here: it is
+//! an Event, a metric (`wave_reconcile_errors_total{error="…_forbidden"}`) and a log line, and it never
+//! makes `/readyz` fail. Readiness is only for "wave cannot work at all": a watch or list that fails.
+//!
 //! - [`MissingReports`]: the last missing-config message per workload, so that each distinct missing set
 //!   is reported once (one `ConfigMissing` or `SchedulingDisabled` Event), and the
 //!   `wave_workloads_waiting_for_config` gauge that counts them.
-//! - [`PermissionDenials`]: API operations the apiserver refused with 403, until the same operation
-//!   succeeds again; `/readyz` reports them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use prometheus_client::metrics::gauge::Gauge;
 use wave_core::workload::WorkloadRef;
-
-use super::reconcile::Outcome;
-use crate::error::{Operation, ReconcileError};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section here is a few map operations that cannot panic half-way, so a poisoned lock
@@ -57,45 +56,6 @@ impl MissingReports {
     }
 }
 
-/// See the module docs.
-#[derive(Default)]
-pub struct PermissionDenials {
-    denied: Mutex<BTreeMap<Operation, String>>,
-}
-
-impl PermissionDenials {
-    /// Updates the denials from the result of one reconcile: a refusal is recorded, and the operations
-    /// an outcome proves allowed are cleared.
-    pub fn record(&self, result: &Result<Outcome, ReconcileError>) {
-        let mut denied = lock(&self.denied);
-        let allowed: &[Operation] = match result {
-            Err(e) => {
-                if let Some(op) = e.forbidden() {
-                    denied.insert(op, crate::api::error_chain(e));
-                }
-                &[]
-            }
-            // Content was read.
-            Ok(Outcome::Noop | Outcome::Blocked { .. }) => &[Operation::FetchConfig],
-            Ok(Outcome::Written) => &[
-                Operation::FetchConfig,
-                Operation::PatchWorkload,
-                Operation::GetWorkload,
-            ],
-            Ok(Outcome::HeldPodsDeleted) => &[Operation::DeleteHeldPods],
-            Ok(_) => &[],
-        };
-        for op in allowed {
-            denied.remove(op);
-        }
-    }
-
-    /// The refusals in force, one line each.
-    pub fn current(&self) -> Vec<String> {
-        lock(&self.denied).values().cloned().collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,22 +63,6 @@ mod tests {
 
     fn id(name: &str) -> WorkloadRef {
         WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", name)
-    }
-
-    fn forbidden(op: Operation) -> ReconcileError {
-        let status = kube::core::Status::failure("patches are not allowed", "Forbidden").with_code(403);
-        let source = Box::new(kube::Error::Api(Box::new(status)));
-        match op {
-            Operation::PatchWorkload => ReconcileError::PatchWorkload {
-                workload: id("w"),
-                source,
-            },
-            Operation::DeleteHeldPods => ReconcileError::DeleteHeldPods {
-                workload: id("w"),
-                source,
-            },
-            _ => unreachable!("not used in these tests"),
-        }
     }
 
     #[test]
@@ -139,31 +83,5 @@ mod tests {
             reports.report(&id("a"), "missing configmap y"),
             "reported again after forgetting"
         );
-    }
-
-    #[test]
-    fn a_refused_operation_stays_until_that_operation_succeeds() {
-        let denials = PermissionDenials::default();
-        denials.record(&Err(forbidden(Operation::PatchWorkload)));
-        assert_eq!(denials.current().len(), 1);
-        assert!(denials.current()[0].contains("patches are not allowed"));
-        denials.record(&Ok(Outcome::Noop));
-        assert_eq!(
-            denials.current().len(),
-            1,
-            "a read does not prove a patch is allowed"
-        );
-        denials.record(&Ok(Outcome::Written));
-        assert!(denials.current().is_empty());
-    }
-
-    #[test]
-    fn a_refused_pod_deletion_is_cleared_only_by_a_deletion() {
-        let denials = PermissionDenials::default();
-        denials.record(&Err(forbidden(Operation::DeleteHeldPods)));
-        denials.record(&Ok(Outcome::Written));
-        assert_eq!(denials.current().len(), 1);
-        denials.record(&Ok(Outcome::HeldPodsDeleted));
-        assert!(denials.current().is_empty());
     }
 }

@@ -9,7 +9,7 @@ use wave_core::ratelimit::TokenBucket;
 use wave_core::tracker::Tracker;
 use wave_core::workload::WorkloadRef;
 
-use super::bookkeeping::{MissingReports, PermissionDenials};
+use super::bookkeeping::MissingReports;
 use super::content::ContentCache;
 use super::watch::WatchHealth;
 use super::workqueue::WorkQueue;
@@ -38,8 +38,6 @@ pub struct Context {
     pub leader: AtomicBool,
     /// Workloads waiting for missing config, each reported once per distinct missing set.
     pub missing: MissingReports,
-    /// API operations refused with 403, for `/readyz`.
-    pub denials: PermissionDenials,
     /// `--max-gate-duration`: how long wave's scheduling gate may hold pods.
     pub max_gate: Duration,
 }
@@ -61,14 +59,11 @@ impl Context {
     }
 
     /// Whether the controller is ready: every watch listed once and none failing. `Err` says why not.
+    /// A refusal for one object never makes wave unready (see `bookkeeping`).
     pub fn readiness(&self) -> Result<(), String> {
         let failing = self.watch_health.failing();
         if !failing.is_empty() {
             return Err(format!("watches failing: {}", failing.join("; ")));
-        }
-        let denied = self.denials.current();
-        if !denied.is_empty() {
-            return Err(format!("permission denied: {}", denied.join("; ")));
         }
         let tracker = self.tracker();
         let unsynced = tracker.unsynced();

@@ -36,7 +36,7 @@ use self::content::ContentCache;
 use self::context::Context;
 use self::workqueue::WorkQueue;
 use crate::config::Config;
-use crate::error::RunError;
+use crate::error::{ReconcileError, RunError};
 use crate::events::EventPublisher;
 use crate::metrics::Metrics;
 use crate::{admin, lease, telemetry, webhook};
@@ -63,7 +63,6 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         watch_health: Arc::default(),
         leader: AtomicBool::new(config.leader_election.is_none()),
         missing: MissingReports::new(metrics.waiting_for_config.clone()),
-        denials: Default::default(),
         max_gate: config.max_gate_duration,
     });
     if config.leader_election.is_none() {
@@ -146,6 +145,9 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
         for key in &fx.evict {
             ctx.content.evict(key);
         }
+        for id in &fx.deleted {
+            ctx.missing.forget(id);
+        }
         if fx.became_ready {
             tracing::info!(
                 workloads = fx.enqueue.len(),
@@ -169,7 +171,7 @@ type Failures = Arc<Mutex<HashMap<WorkloadRef, u32>>>;
 async fn work(ctx: Arc<Context>, failures: Failures) {
     loop {
         let (id, triggered) = ctx.queue.next().await;
-        let result = reconcile::reconcile(&ctx, &id, triggered).await;
+        let result = caught(&id, reconcile::reconcile(&ctx, &id, triggered)).await;
         let count = {
             let mut f = failures.lock().unwrap_or_else(|e| e.into_inner());
             if result.is_err() {
@@ -187,6 +189,30 @@ async fn work(ctx: Arc<Context>, failures: Failures) {
             ctx.queue.add_after(id, delay, triggered);
         }
     }
+}
+
+/// Runs one reconcile, turning a panic into an error: the worker lives on, the workload's key is
+/// released from the queue (`done` below), and the workload is retried with backoff instead of being
+/// stuck as "active" forever.
+async fn caught(
+    id: &WorkloadRef,
+    reconcile: impl std::future::Future<Output = Result<reconcile::Outcome, ReconcileError>>,
+) -> Result<reconcile::Outcome, ReconcileError> {
+    use futures::FutureExt as _;
+    std::panic::AssertUnwindSafe(reconcile)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".into());
+            Err(ReconcileError::Panicked {
+                workload: id.clone(),
+                message,
+            })
+        })
 }
 
 /// Re-checks every workload each `period`: the safety net for missed events.
@@ -214,5 +240,23 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         () = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_reconcile_becomes_an_error_and_the_worker_goes_on() {
+        let id = WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", "w");
+        let result = caught(&id, async { panic!("boom") }).await;
+        let Err(e) = result else {
+            panic!("expected an error, got {result:?}")
+        };
+        assert_eq!(e.kind(), "panic");
+        assert!(e.to_string().contains("boom"), "{e}");
+        let ok = caught(&id, async { Ok(reconcile::Outcome::Noop) }).await;
+        assert_eq!(ok.ok(), Some(reconcile::Outcome::Noop));
     }
 }

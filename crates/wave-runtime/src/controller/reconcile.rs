@@ -119,7 +119,7 @@ pub async fn reconcile(
         {
             return Ok(Outcome::RateLimited(wait));
         }
-        let body = plan::patch_body(&workload.resource_version, &write);
+        let body = plan::patch_body(&workload, &write);
         match api::patch_workload(&ctx.client, id, &body).await {
             Ok(()) => {
                 ctx.missing.forget(id);
@@ -252,7 +252,6 @@ pub fn record(
     result: &Result<Outcome, ReconcileError>,
     failures: u32,
 ) -> Option<Duration> {
-    ctx.denials.record(result);
     let kind = id.kind.as_str();
     match result {
         Ok(outcome) => {
@@ -318,10 +317,21 @@ mod tests {
         assert_eq!(retry_after(&Ok(Outcome::RateLimited(wait)), 0), Some(wait));
         assert_eq!(retry_after(&Ok(Outcome::Waiting(wait)), 0), Some(wait));
         assert_eq!(
-            retry_after(&Ok(Outcome::Blocked { recheck_after: Some(wait) }), 0),
+            retry_after(
+                &Ok(Outcome::Blocked {
+                    recheck_after: Some(wait)
+                }),
+                0
+            ),
             Some(wait)
         );
-        for done in [Outcome::Written, Outcome::Noop, Outcome::Gone, Outcome::NotLeader, Outcome::HeldPodsDeleted] {
+        for done in [
+            Outcome::Written,
+            Outcome::Noop,
+            Outcome::Gone,
+            Outcome::NotLeader,
+            Outcome::HeldPodsDeleted,
+        ] {
             assert_eq!(retry_after(&Ok(done.clone()), 0), None, "{done:?}");
         }
         let failed = Err(ReconcileError::Conflict {
