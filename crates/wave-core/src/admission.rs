@@ -67,21 +67,22 @@ fn escape(key: &str) -> String {
 
 /// The RFC 6902 operations that apply `mutation` to `workload`; `now` is the gate's start (RFC 3339).
 pub fn patch_ops(workload: &Workload, mutation: &Mutation, now: &str) -> Vec<Value> {
+    // Where the kind keeps its pod template (`/spec/template` for the apps kinds).
+    let template = workload.id.kind.info().template;
     match mutation {
         Mutation::None => Vec::new(),
         Mutation::SetHash(hash) => {
             let meta = workload.template.metadata.as_ref();
             if meta.is_none() {
-                vec![json!({"op": "add", "path": "/spec/template/metadata",
+                vec![json!({"op": "add", "path": format!("{template}/metadata"),
                             "value": {"annotations": {(names::CONFIG_HASH): hash}}})]
             } else if meta.and_then(|m| m.annotations.as_ref()).is_none() {
-                vec![json!({"op": "add", "path": "/spec/template/metadata/annotations",
-                            "value": {(names::CONFIG_HASH): hash}})]
+                vec![
+                    json!({"op": "add", "path": format!("{template}/metadata/annotations"),
+                            "value": {(names::CONFIG_HASH): hash}}),
+                ]
             } else {
-                let path = format!(
-                    "/spec/template/metadata/annotations/{}",
-                    escape(names::CONFIG_HASH)
-                );
+                let path = format!("{template}/metadata/annotations/{}", escape(names::CONFIG_HASH));
                 vec![json!({"op": "add", "path": path, "value": hash})]
             }
         }
@@ -94,9 +95,9 @@ pub fn patch_ops(workload: &Workload, mutation: &Mutation, now: &str) -> Vec<Val
                 .and_then(|s| s.scheduling_gates.as_ref())
                 .is_some();
             let gate_op = if has_gates {
-                json!({"op": "add", "path": "/spec/template/spec/schedulingGates/-", "value": gate})
+                json!({"op": "add", "path": format!("{template}/spec/schedulingGates/-"), "value": gate})
             } else {
-                json!({"op": "add", "path": "/spec/template/spec/schedulingGates", "value": [gate]})
+                json!({"op": "add", "path": format!("{template}/spec/schedulingGates"), "value": [gate]})
             };
             // Opted-in workloads always carry annotations: the opt-in is one.
             let path = format!("/metadata/annotations/{}", escape(names::GATED_AT));

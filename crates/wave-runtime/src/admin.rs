@@ -20,11 +20,9 @@ use crate::error::RunError;
 /// Binds a listener: every interface means `[::]` (both address families on a dual-stack host), and
 /// `0.0.0.0` where the host has no IPv6, as Go's `:port` does.
 pub async fn bind(address: BindAddress) -> std::io::Result<TcpListener> {
-    match TcpListener::bind(address.primary()).await {
-        Err(e) if address.fallback().is_some() && is_family_unavailable(&e) => {
-            TcpListener::bind(address.fallback().unwrap_or(address.primary())).await
-        }
-        other => other,
+    match (TcpListener::bind(address.primary()).await, address.fallback()) {
+        (Err(e), Some(fallback)) if is_family_unavailable(&e) => TcpListener::bind(fallback).await,
+        (result, _) => result,
     }
 }
 

@@ -26,14 +26,6 @@ use crate::controller::context::Context;
 use crate::events::EventType;
 use crate::metrics::WebhookLabels;
 
-/// `group/version` of the request's kind.
-fn request_api_version(req: &AdmissionRequest<DynamicObject>) -> String {
-    match req.kind.group.as_str() {
-        "" => req.kind.version.clone(),
-        group => format!("{group}/{}", req.kind.version),
-    }
-}
-
 /// Handles one AdmissionReview. It never denies: see the module docs.
 pub async fn mutate(
     State(ctx): State<Arc<Context>>,
@@ -88,7 +80,7 @@ async fn admit(
     let Some(object) = &req.object else {
         return Ok(None);
     };
-    let Some(kind) = WorkloadKind::from_type(&request_api_version(req), &req.kind.kind) else {
+    let Some(kind) = WorkloadKind::from_type(&req.kind.api_version(), &req.kind.kind) else {
         return Ok(None);
     };
     let mut meta = object.metadata.clone();
