@@ -36,6 +36,15 @@ pub enum ReconcileError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// Reading the Lease to confirm leadership before a write failed; nothing was written.
+    #[error("confirming that this replica still holds the lease before writing {workload} failed")]
+    ConfirmLease {
+        /// The workload.
+        workload: WorkloadRef,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
     /// Deleting the pods a released scheduling gate held failed.
     #[error("deleting the pods the scheduling gate held for {workload} failed")]
     DeleteHeldPods {
@@ -74,6 +83,8 @@ pub enum Operation {
     PatchWorkload,
     /// Deleting the pods a released gate held.
     DeleteHeldPods,
+    /// Reading the Lease before a write.
+    ConfirmLease,
 }
 
 impl Operation {
@@ -84,6 +95,7 @@ impl Operation {
             Operation::GetWorkload => "get_workload",
             Operation::PatchWorkload => "patch_workload",
             Operation::DeleteHeldPods => "delete_held_pods",
+            Operation::ConfirmLease => "confirm_lease",
         }
     }
 
@@ -93,6 +105,7 @@ impl Operation {
             Operation::GetWorkload => "get_workload_forbidden",
             Operation::PatchWorkload => "patch_workload_forbidden",
             Operation::DeleteHeldPods => "delete_held_pods_forbidden",
+            Operation::ConfirmLease => "confirm_lease_forbidden",
         }
     }
 }
@@ -105,6 +118,7 @@ impl ReconcileError {
             ReconcileError::GetWorkload { source, .. } => Some((Operation::GetWorkload, source)),
             ReconcileError::PatchWorkload { source, .. } => Some((Operation::PatchWorkload, source)),
             ReconcileError::DeleteHeldPods { source, .. } => Some((Operation::DeleteHeldPods, source)),
+            ReconcileError::ConfirmLease { source, .. } => Some((Operation::ConfirmLease, source)),
             ReconcileError::Conflict { .. } | ReconcileError::Panicked { .. } => None,
         }
     }

@@ -1,12 +1,20 @@
 //! Leader election through a `coordination.k8s.io` Lease (kube-lease-manager). All replicas watch and
 //! keep their view warm; only the leader writes. Losing the lease after holding it ends the process, so
 //! a replica that was partitioned away can never write next to the new leader.
+//!
+//! The leader flag alone is not enough: a replica frozen past its lease (SIGSTOP, a stalled node, a long
+//! GC pause of the host) wakes up still believing it leads, and its workers run before its lease loop
+//! notices. So each write first asks [`LeaseCheck::confirm`]: the lease, as last read, is held by this
+//! replica and does not expire within [`WRITE_MARGIN`]. Reads are cached until then, so this costs about
+//! one GET per renewal period, not one per write.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::Client;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::{Api, Client};
 use kube_lease_manager::LeaseManagerBuilder;
 
 use wave_core::names;
@@ -137,9 +145,95 @@ pub async fn campaign(client: Client, config: LeaseConfig, ctx: Arc<Context>) ->
     }
 }
 
+/// A write is allowed only while the lease stays valid for at least this long: the write's own round
+/// trip must end before another replica may take over.
+pub const WRITE_MARGIN: SignedDuration = SignedDuration::from_secs(2);
+
+/// Confirms, before each write, that this replica still holds the lease.
+pub struct LeaseCheck {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    /// Until when the lease, as last read, is held by this replica.
+    valid_until: Mutex<Option<Timestamp>>,
+}
+
+impl LeaseCheck {
+    /// A check of the lease `config` describes.
+    pub fn new(client: Client, config: &LeaseConfig) -> Self {
+        Self {
+            api: Api::namespaced(client, &config.namespace),
+            name: config.name.clone(),
+            identity: config.identity.clone(),
+            valid_until: Mutex::new(None),
+        }
+    }
+
+    /// Whether this replica holds the lease for at least [`WRITE_MARGIN`] more, reading it again when
+    /// the last reading does not say so.
+    // NOTE: the renew time is written by this replica's own clock (kube-lease-manager stamps
+    // `renewTime` with `now()`), so comparing it with the local clock involves no clock skew.
+    pub async fn confirm(&self) -> Result<bool, kube::Error> {
+        let now = Timestamp::now();
+        let cached = *self.valid_until.lock().unwrap_or_else(|e| e.into_inner());
+        if cached.is_some_and(|until| holds_at(until, now)) {
+            return Ok(true);
+        }
+        let lease = self.api.get(&self.name).await?;
+        let until = held_until(&lease, &self.identity);
+        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
+        Ok(until.is_some_and(|until| holds_at(until, Timestamp::now())))
+    }
+}
+
+fn holds_at(until: Timestamp, now: Timestamp) -> bool {
+    now.checked_add(WRITE_MARGIN).is_ok_and(|t| t < until)
+}
+
+/// When `lease` expires, if `identity` holds it.
+pub fn held_until(lease: &Lease, identity: &str) -> Option<Timestamp> {
+    let spec = lease.spec.as_ref()?;
+    if spec.holder_identity.as_deref() != Some(identity) {
+        return None;
+    }
+    let renewed = spec.renew_time.as_ref()?.0;
+    let seconds = spec.lease_duration_seconds?;
+    renewed
+        .checked_add(SignedDuration::from_secs(i64::from(seconds)))
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lease(holder: &str, renewed: Timestamp, seconds: i32) -> Lease {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "wave"},
+            "spec": {"holderIdentity": holder, "renewTime": renewed, "leaseDurationSeconds": seconds}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_lease_held_by_this_replica_is_valid_until_renewal_plus_duration() {
+        let t = Timestamp::from_second(1_000_000).unwrap();
+        let until = held_until(&lease("me", t, 15), "me").unwrap();
+        assert_eq!(until, Timestamp::from_second(1_000_015).unwrap());
+        assert!(holds_at(until, Timestamp::from_second(1_000_012).unwrap()));
+        assert!(
+            !holds_at(until, Timestamp::from_second(1_000_013).unwrap()),
+            "inside the margin a write could land after expiry"
+        );
+    }
+
+    #[test]
+    fn a_lease_held_by_another_replica_or_never_renewed_is_not_held() {
+        let t = Timestamp::from_second(1_000_000).unwrap();
+        assert_eq!(held_until(&lease("other", t, 15), "me"), None);
+        let blank: Lease = serde_json::from_value(serde_json::json!({"metadata": {"name": "wave"}})).unwrap();
+        assert_eq!(held_until(&blank, "me"), None);
+    }
 
     #[test]
     fn every_replica_writes_the_lease_under_its_own_field_manager() {

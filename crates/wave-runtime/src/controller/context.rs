@@ -1,7 +1,7 @@
 //! The one `Context` built at startup and handed to every task.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use kube::Client;
@@ -14,6 +14,7 @@ use super::content::ContentCache;
 use super::watch::WatchHealth;
 use super::workqueue::WorkQueue;
 use crate::events::EventPublisher;
+use crate::lease::LeaseCheck;
 use crate::metrics::Metrics;
 
 /// Everything the tasks share.
@@ -26,8 +27,8 @@ pub struct Context {
     pub content: ContentCache,
     /// Workloads to reconcile.
     pub queue: Arc<WorkQueue<WorkloadRef>>,
-    /// The one process-wide write bucket.
-    pub limiter: Mutex<TokenBucket>,
+    /// The one process-wide write bucket, with each waiting workload's place in line.
+    pub limiter: Mutex<TokenBucket<WorkloadRef>>,
     /// Events about workloads.
     pub events: EventPublisher,
     /// Metrics.
@@ -36,6 +37,8 @@ pub struct Context {
     pub watch_health: Arc<WatchHealth>,
     /// Whether this replica may write (always true without leader election).
     pub leader: AtomicBool,
+    /// With leader election: the check, before each write, that the lease is still held.
+    pub lease: Option<LeaseCheck>,
     /// Workloads waiting for missing config, each reported once per distinct missing set.
     pub missing: MissingReports,
     /// `--max-gate-duration`: how long wave's scheduling gate may hold pods.
@@ -46,6 +49,23 @@ impl Context {
     /// Whether this replica is the leader.
     pub fn is_leader(&self) -> bool {
         self.leader.load(Ordering::Acquire)
+    }
+
+    /// Whether this replica may write now: it leads and, with leader election, the lease is still held
+    /// long enough for the write to land (see `lease`).
+    pub async fn may_write(&self) -> Result<bool, kube::Error> {
+        if !self.is_leader() {
+            return Ok(false);
+        }
+        match &self.lease {
+            Some(lease) => lease.confirm().await,
+            None => Ok(true),
+        }
+    }
+
+    /// The write bucket (short critical sections, never held across `.await`).
+    pub fn limiter(&self) -> MutexGuard<'_, TokenBucket<WorkloadRef>> {
+        self.limiter.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Read access to the tracker.

@@ -52,6 +52,15 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
     let identity = lease::identity();
+    let lease = config
+        .leader_election
+        .as_ref()
+        .map(|election| lease::LeaseConfig {
+            name: election.lease_name.clone(),
+            namespace: lease::lease_namespace(election.namespace.as_deref()),
+            identity: identity.clone(),
+            duration_seconds: election.duration_seconds.max(2),
+        });
     let ctx = Arc::new(Context {
         client: client.clone(),
         tracker: RwLock::new(tracker),
@@ -61,7 +70,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         events: EventPublisher::new(client.clone(), identity.clone()),
         metrics: metrics.clone(),
         watch_health: Arc::default(),
-        leader: AtomicBool::new(config.leader_election.is_none()),
+        leader: AtomicBool::new(lease.is_none()),
+        lease: lease.as_ref().map(|l| lease::LeaseCheck::new(client.clone(), l)),
         missing: MissingReports::new(metrics.waiting_for_config.clone()),
         max_gate: config.max_gate_duration,
     });
@@ -100,16 +110,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         tokio::spawn(resync(ctx.clone(), config.sync_period));
     }
     let lease_lost = async {
-        match &config.leader_election {
-            Some(election) => {
-                let lease = lease::LeaseConfig {
-                    name: election.lease_name.clone(),
-                    namespace: lease::lease_namespace(election.namespace.as_deref()),
-                    identity,
-                    duration_seconds: election.duration_seconds.max(2),
-                };
-                lease::campaign(client.clone(), lease, ctx.clone()).await
-            }
+        match lease {
+            Some(lease) => lease::campaign(client.clone(), lease, ctx.clone()).await,
             None => std::future::pending().await,
         }
     };

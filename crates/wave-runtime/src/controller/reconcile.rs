@@ -4,7 +4,8 @@
 //! leader? ─► view from the tracker ─► refs (core) ─► content cache ─► plan (core)
 //!   Noop    ─► done
 //!   Blocked ─► one Warning Event per distinct missing set; woken again when the config appears
-//!   Write   ─► token (global bucket; none ⇒ requeue for when one is due) ─► PATCH (merge patch,
+//!   Write   ─► token (global bucket; none ⇒ a place in line, requeued for when it is due)
+//!           ─► lease still held? (`lease::LeaseCheck`; no ⇒ NotLeader) ─► PATCH (merge patch,
 //!              field manager `wave`, guarded by resourceVersion) ─► Events after success
 //!              409 ⇒ re-read the workload and re-plan at once
 //! ```
@@ -74,6 +75,19 @@ pub async fn reconcile(
     id: &WorkloadRef,
     triggered: Option<Instant>,
 ) -> Result<Outcome, ReconcileError> {
+    let result = plan_and_write(ctx, id, triggered).await;
+    if !matches!(result, Ok(Outcome::RateLimited(_))) {
+        // A waiter that woke to find nothing to write (or no workload) gives its token back.
+        ctx.limiter().cancel(id);
+    }
+    result
+}
+
+async fn plan_and_write(
+    ctx: &Context,
+    id: &WorkloadRef,
+    triggered: Option<Instant>,
+) -> Result<Outcome, ReconcileError> {
     if !ctx.is_leader() {
         return Ok(Outcome::NotLeader);
     }
@@ -108,16 +122,14 @@ pub async fn reconcile(
                 return Ok(Outcome::Blocked { recheck_after });
             }
             Plan::Write(write) => write,
+            Plan::DeleteHeldPods if !may_write(ctx, id).await? => return Ok(Outcome::NotLeader),
             Plan::DeleteHeldPods => return held_pods::delete(ctx, &workload).await,
         };
-        let now = Instant::now();
-        if let Err(wait) = ctx
-            .limiter
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .try_take(now)
-        {
+        if let Err(wait) = ctx.limiter().reserve(id, Instant::now()) {
             return Ok(Outcome::RateLimited(wait));
+        }
+        if !may_write(ctx, id).await? {
+            return Ok(Outcome::NotLeader);
         }
         let body = plan::patch_body(&workload, &write);
         match api::patch_workload(&ctx.client, id, &body).await {
@@ -163,6 +175,16 @@ pub async fn reconcile(
         workload: id.clone(),
         attempts: CONFLICT_ATTEMPTS,
     })
+}
+
+/// Whether this replica may write now (see `Context::may_write`).
+async fn may_write(ctx: &Context, id: &WorkloadRef) -> Result<bool, ReconcileError> {
+    ctx.may_write()
+        .await
+        .map_err(|source| ReconcileError::ConfirmLease {
+            workload: id.clone(),
+            source: Box::new(source),
+        })
 }
 
 /// Events and metrics after a successful write, never before (difference `merge-patch`).

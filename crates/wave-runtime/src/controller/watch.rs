@@ -9,11 +9,15 @@
 //! object costs a key and two short strings. Watch errors are items, not the end of a stream
 //! (kube-rs/kube#1615); the stream backs off and resumes, and the last error of each scope is kept for
 //! `/readyz` so a permission problem is visible instead of silent.
+//!
+//! The backoff is short ([`watch_backoff`]): an apiserver restart (every managed-cluster upgrade) must
+//! not leave wave blind for a minute after the apiserver is back.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -113,7 +117,7 @@ where
         resource: scope.resource.as_str(),
     };
     watcher::watcher(api, watcher::Config::default().page_size(200))
-        .default_backoff()
+        .backoff(watch_backoff())
         .filter_map(move |result| {
             let out = match result {
                 Ok(event) => {
@@ -141,6 +145,26 @@ where
             std::future::ready(out)
         })
         .boxed()
+}
+
+/// The first retry after a watch error.
+pub const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(200);
+/// The longest wait between retries, before jitter (which adds up to as much again).
+pub const WATCH_BACKOFF_MAX: Duration = Duration::from_millis(1500);
+
+/// Exponential from [`WATCH_BACKOFF_MIN`] to [`WATCH_BACKOFF_MAX`], with jitter; reset by any event.
+// NOTE: kube's `default_backoff` grows to 30 s and its jitter adds up to 100%, so after an apiserver
+// restart a watch could stay down for up to a minute (measured 44–67 s). client-go's reflector has the
+// same 30 s ceiling. A watch retry is one cheap request per scope, so wave keeps the ceiling at a few
+// seconds. https://github.com/kube-rs/kube/blob/main/kube-runtime/src/watcher.rs (`DefaultBackoff`)
+fn watch_backoff() -> watcher::ExponentialBackoff {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(WATCH_BACKOFF_MIN)
+        .with_max_delay(WATCH_BACKOFF_MAX)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .into()
 }
 
 fn from_watcher<K>(event: WatchEvent<K>) -> Event<K> {
