@@ -178,6 +178,62 @@ impl Cluster {
             .collect()
     }
 
+    /// Runs `hack/testenv VERB DIR ARGS…` on this cluster and returns what it printed; panics with its
+    /// error output when it fails.
+    fn control(&self, verb: &str, args: &[&str]) -> String {
+        let out = Command::new(repo_root().join("hack/testenv"))
+            .arg(verb)
+            .arg(&self.dir)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run hack/testenv {verb}: {e}"));
+        assert!(
+            out.status.success(),
+            "hack/testenv {verb} {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// SIGKILLs one component (`etcd`, `kube-apiserver`, …) and waits until it is gone.
+    pub fn kill(&self, component: &str) {
+        self.control("kill", &[component]);
+    }
+
+    /// Starts a killed component again with its command line; returns once it is ready (for the
+    /// apiserver: once `/readyz` answers `ok`).
+    pub fn start_component(&self, component: &str) {
+        self.control("start", &[component]);
+    }
+
+    /// SIGSTOPs one component; [`Cluster::resume`] sends SIGCONT.
+    pub fn pause(&self, component: &str) {
+        self.control("pause", &[component]);
+    }
+
+    /// SIGCONTs a paused component.
+    pub fn resume(&self, component: &str) {
+        self.control("resume", &[component]);
+    }
+
+    /// Compacts etcd up to its current revision, which it returns: a watch that resumes from an older
+    /// resourceVersion then gets `410 Gone` (with the apiserver's watch cache off).
+    pub fn compact_etcd(&self) -> u64 {
+        let rev = self.control("compact", &[]);
+        rev.parse()
+            .unwrap_or_else(|_| panic!("hack/testenv compact printed {rev:?}, not a revision"))
+    }
+
+    /// The apiserver's audit log (clusters started with `--audit`), one JSON object per request.
+    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.dir.join("logs/audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
     /// `Err` with the log tail of every component that is no longer running.
     pub fn health(&self) -> Result<(), String> {
         let dead: Vec<String> = self

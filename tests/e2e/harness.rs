@@ -118,6 +118,37 @@ impl Wave {
         let _ = self.child.wait();
     }
 
+    /// SIGSTOPs the process (a frozen replica); [`Wave::resume`] sends SIGCONT.
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// SIGCONTs a paused process.
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill")
+            .args([format!("-{sig}").as_str(), pid.as_str()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -{sig} {pid}");
+    }
+
+    /// Waits (at most [`TIMEOUT`]) until the process has exited on its own.
+    pub async fn wait_exit(&mut self, why: &str) {
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        while self.is_running() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out after {TIMEOUT:?} waiting for wave to exit: {why}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

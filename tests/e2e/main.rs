@@ -4,6 +4,7 @@
 //! each test gets its own namespace and its own `wave` process scoped to it, so tests run in parallel.
 
 mod commands;
+mod faults;
 mod harness;
 mod hash_golden;
 mod image;
