@@ -582,3 +582,47 @@ async fn a_dry_run_is_mutated_but_produces_no_event() {
             .any(|(_, r, _)| r == "SchedulingDisabled")
     );
 }
+
+#[tokio::test]
+async fn twenty_configmap_and_deployment_pairs_each_applied_at_once_are_never_gated_and_roll_once() {
+    let (client, ns) = setup("wh-pairs").await;
+    let wave = start(&client, &ns, &[]).await;
+    let pairs = 20;
+    for i in 0..pairs {
+        let name = format!("app-{i}");
+        let deployment = body(
+            WorkloadKind::DEPLOYMENT,
+            &name,
+            &opted_in(&[]),
+            &uses_cm(&format!("cfg-{i}")),
+        );
+        let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                "metadata": {"name": format!("cfg-{i}")}, "data": {"i": i.to_string()}});
+        // One apply, the ConfigMap first: as `kubectl apply -f dir/` and `helm install` send them.
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": [config_map, deployment]});
+        let (ok, out) = kubectl_stdin(&["apply", "-n", &ns, "-f", "-"], &list.to_string());
+        assert!(ok, "kubectl apply: {out}");
+    }
+    for i in 0..pairs {
+        let name = format!("app-{i}");
+        let w = workload(&client, &ns, WorkloadKind::DEPLOYMENT, &name).await;
+        assert!(w.current_hash().is_some(), "{name} got its hash at creation");
+        assert_eq!(
+            settled_revisions(&client, &ns, WorkloadKind::DEPLOYMENT, &name).await,
+            1,
+            "{name}: one ReplicaSet"
+        );
+        let warnings: Vec<_> = events_for(&client, &ns, &name)
+            .await
+            .into_iter()
+            .filter(|(t, _, _)| t == "Warning")
+            .collect();
+        assert!(warnings.is_empty(), "{name}: no Warning: {warnings:?}");
+    }
+    assert_eq!(
+        wave.metric("wave_webhook_requests_total", &["result=\"gated\""]),
+        0.0,
+        "nothing was gated"
+    );
+    assert!(wave.metric("wave_webhook_requests_total", &["result=\"hashed\""]) >= pairs as f64);
+}

@@ -1,10 +1,11 @@
 //! The content cache: the values of referenced ConfigMaps and Secrets, keyed by `(uid, resourceVersion)`.
 //!
 //! ```text
-//! resolve(refs) ─► for each referenced key:
+//! resolve(refs) ─► for each referenced key, concurrently:
 //!                    tracker says absent           ─► absent (no request)
 //!                    cached at the tracker's version ─► cached content
 //!                    otherwise                      ─► one GET (consistent read), cache, use
+//! resolve_live(refs) ─► one GET per referenced key, concurrently (the webhook, before it gates)
 //! ```
 //!
 //! Only objects some opted-in workload references are ever read, so memory does not grow with Secrets
@@ -58,10 +59,11 @@ impl ContentCache {
         refs: &References,
         tracker: &RwLock<Tracker>,
     ) -> Result<Fetched, ReconcileError> {
-        let mut fetched = Fetched::new();
-        for key in refs.keys() {
+        let lookups = refs.keys().into_iter().map(|key| async move {
             let version = read(tracker).config(&key).cloned();
-            let Some(version) = version else { continue };
+            let Some(version) = version else {
+                return Ok((key, None));
+            };
             let cached = self
                 .entries()
                 .get(&key)
@@ -71,11 +73,23 @@ impl ContentCache {
                 Some(content) => Some(content),
                 None => self.fetch(&key, tracker).await?,
             };
-            if let Some(content) = content {
-                fetched.insert(key, content);
-            }
-        }
-        Ok(fetched)
+            Ok((key, content))
+        });
+        Ok(collect(futures::future::try_join_all(lookups).await?))
+    }
+
+    /// The content of every referenced object that exists, read from the apiserver whatever the
+    /// watches say: a watch may not yet have delivered an object created a moment ago.
+    pub async fn resolve_live(
+        &self,
+        refs: &References,
+        tracker: &RwLock<Tracker>,
+    ) -> Result<Fetched, ReconcileError> {
+        let lookups = refs.keys().into_iter().map(|key| async move {
+            let content = self.fetch(&key, tracker).await?;
+            Ok((key, content))
+        });
+        Ok(collect(futures::future::try_join_all(lookups).await?))
     }
 
     async fn fetch(
@@ -127,6 +141,16 @@ impl ContentCache {
             self.metrics.cached_config_objects.set(entries.len() as i64);
         }
     }
+}
+
+fn collect(found: Vec<(ConfigKey, Option<Arc<Content>>)>) -> Fetched {
+    let mut fetched = Fetched::new();
+    for (key, content) in found {
+        if let Some(content) = content {
+            fetched.insert(key, content);
+        }
+    }
+    fetched
 }
 
 /// Read access to the tracker. Writers only run short, non-panicking map updates, so a poisoned lock

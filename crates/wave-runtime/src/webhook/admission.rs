@@ -2,15 +2,24 @@
 //! hash as the reconciler.
 //!
 //! ```text
-//! AdmissionReview ─► Workload (kind from the request) ─► refs + content cache
-//!                  ─► wave_core::admission::decide ─► JSON patch ─► AdmissionResponse (always allowed)
+//! AdmissionReview ─► Workload (kind from the request) ─► refs + content cache (concurrent reads)
+//!                  ─► wave_core::admission::decide ─► gate? confirm with live GETs, decide again
+//!                  ─► JSON patch ─► AdmissionResponse (always allowed) ─► then the Event, if any
 //! ```
 //!
 //! It never denies (difference `never-deny`): any internal error admits the object unmodified, is logged
 //! and counted, and the reconciler catches up. Before the watches have listed it admits unmodified too.
-//! No Events on dry-run.
+//! The decision has [`DECISION_DEADLINE`]; past it the object is admitted unmodified and counted as
+//! `timeout`. Events are sent after the response, never inside the apiserver's timeout. No Events on
+//! dry-run.
+//!
+//! Absence is never decided from the watch alone: with `kubectl apply -f dir/` or `helm install`, a
+//! ConfigMap is created milliseconds before the workload that uses it, and the watch may not have
+//! delivered it yet. Gating then would cost an extra ReplicaSet and a false Warning, so a gate is only
+//! set after live GETs confirm something required is really missing.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
@@ -26,6 +35,28 @@ use crate::controller::context::Context;
 use crate::events::EventType;
 use crate::metrics::WebhookLabels;
 
+/// How long the webhook may take to decide. The chart's `webhook.timeoutSeconds` (2 s by default) is
+/// the apiserver's limit for the whole call, TLS and network included; the rest is that margin.
+pub const DECISION_DEADLINE: Duration = Duration::from_secs(1);
+
+/// What the webhook decided for one request.
+struct Decision {
+    /// Metric label: `hashed` or `gated`.
+    label: &'static str,
+    patch: json_patch::Patch,
+    /// The Event to send once the response is on its way (none on dry-run).
+    notice: Option<Notice>,
+}
+
+/// An Event about a workload.
+struct Notice {
+    workload: Workload,
+    type_: EventType,
+    reason: &'static str,
+    action: &'static str,
+    note: String,
+}
+
 /// Handles one AdmissionReview. It never denies: see the module docs.
 pub async fn mutate(
     State(ctx): State<Arc<Context>>,
@@ -34,10 +65,7 @@ pub async fn mutate(
     let request: AdmissionRequest<DynamicObject> = match review.try_into() {
         Ok(r) => r,
         Err(e) => {
-            ctx.metrics
-                .webhook_requests
-                .get_or_create(&WebhookLabels { result: "error" })
-                .inc();
+            count(&ctx, "error");
             // Without a request uid the apiserver cannot match any reply, so it counts the call as
             // failed and `failurePolicy: Ignore` admits the object.
             tracing::warn!(error = %e, "malformed AdmissionReview; admitting");
@@ -45,33 +73,54 @@ pub async fn mutate(
         }
     };
     let response = AdmissionResponse::from(&request);
-    let (result, response) = match admit(&ctx, &request).await {
-        Ok(None) => ("unchanged", response),
-        Ok(Some((label, patch))) => match response.clone().with_patch(patch) {
-            Ok(r) => (label, r),
+    let decided = tokio::time::timeout(DECISION_DEADLINE, admit(&ctx, &request)).await;
+    let (result, response) = match decided {
+        Ok(Ok(None)) => ("unchanged", response),
+        Ok(Ok(Some(decision))) => match response.clone().with_patch(decision.patch) {
+            Ok(r) => {
+                if let Some(notice) = decision.notice {
+                    // After the response: the apiserver's timeout is not spent on Events.
+                    let ctx = ctx.clone();
+                    tokio::spawn(async move {
+                        let n = notice;
+                        ctx.events
+                            .publish(&n.workload, n.type_, n.reason, n.action, n.note)
+                            .await;
+                    });
+                }
+                (decision.label, r)
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot serialise the patch; admitting unmodified");
                 ("error", response)
             }
         },
-        Err(why) => {
+        Ok(Err(why)) => {
             // Never deny: the reconciler catches up.
             tracing::warn!(kind = %request.kind.kind, namespace = ?request.namespace, name = %request.name, error = %crate::api::error_chain(&why), "webhook could not decide; admitting unmodified");
             ("error", response)
         }
+        Err(_) => {
+            tracing::warn!(kind = %request.kind.kind, namespace = ?request.namespace, name = %request.name, deadline = ?DECISION_DEADLINE, "webhook could not decide in time (reading the referenced config is slow); admitting unmodified");
+            ("timeout", response)
+        }
     };
+    count(&ctx, result);
+    Json(response.into_review())
+}
+
+fn count(ctx: &Context, result: &'static str) {
     ctx.metrics
         .webhook_requests
         .get_or_create(&WebhookLabels { result })
         .inc();
-    Json(response.into_review())
 }
 
-/// The patch for one request, or `None` to admit it as it is. `Err` is an internal error.
+/// The decision for one request, or `None` to admit it as it is. `Err` is an internal error.
 async fn admit(
     ctx: &Context,
     req: &AdmissionRequest<DynamicObject>,
-) -> Result<Option<(&'static str, json_patch::Patch)>, WebhookError> {
+) -> Result<Option<Decision>, WebhookError> {
     let operation = match req.operation {
         AdmissionOp::Create => Operation::Create,
         AdmissionOp::Update => Operation::Update,
@@ -109,50 +158,57 @@ async fn admit(
         .resolve(&refs, &ctx.tracker)
         .await
         .map_err(WebhookError::Content)?;
-    let mutation = admission::decide(&workload, &refs, &fetched, operation);
+    let mut mutation = admission::decide(&workload, &refs, &fetched, operation);
+    if matches!(mutation, Mutation::Gate { .. }) {
+        let live = ctx
+            .content
+            .resolve_live(&refs, &ctx.tracker)
+            .await
+            .map_err(WebhookError::Content)?;
+        mutation = admission::decide(&workload, &refs, &live, operation);
+    }
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     let ops = admission::patch_ops(&workload, &mutation, &now);
-    let dry_run = req.dry_run;
-    let label = match &mutation {
+    let (label, notice) = match &mutation {
         Mutation::None => return Ok(None),
         Mutation::SetHash(hash) => {
-            if !dry_run {
-                let note = format!("Configuration hash updated to {hash}");
-                ctx.events
-                    .publish(
-                        &workload,
-                        EventType::Normal,
-                        reason::CONFIG_CHANGED,
-                        action::UPDATE_CONFIG_HASH,
-                        note,
-                    )
-                    .await;
-            }
-            "hashed"
+            let note = format!("Configuration hash updated to {hash}");
+            let notice = (
+                EventType::Normal,
+                reason::CONFIG_CHANGED,
+                action::UPDATE_CONFIG_HASH,
+                note,
+            );
+            ("hashed", notice)
         }
         Mutation::Gate { missing } => {
-            if !dry_run {
-                let message = missing_message(missing);
+            let message = missing_message(missing);
+            if !req.dry_run {
                 // The reconciler reports each distinct missing set once; this is that report.
                 ctx.missing.report(&workload.id, &message);
-                // Wave's reason and message, so alerts written for Wave keep working.
-                let note = format!(
-                    "Disabled scheduling due to missing children: {message}. The pods are held by the scheduling gate {} until it exists.",
-                    names::SCHEDULING_GATE
-                );
-                ctx.events
-                    .publish(
-                        &workload,
-                        EventType::Warning,
-                        reason::SCHEDULING_DISABLED,
-                        action::GATE_SCHEDULING,
-                        note,
-                    )
-                    .await;
             }
-            "gated"
+            // Wave's reason and message, so alerts written for Wave keep working.
+            let note = format!(
+                "Disabled scheduling due to missing children: {message}. The pods are held by the scheduling gate {} until it exists.",
+                names::SCHEDULING_GATE
+            );
+            let notice = (
+                EventType::Warning,
+                reason::SCHEDULING_DISABLED,
+                action::GATE_SCHEDULING,
+                note,
+            );
+            ("gated", notice)
         }
     };
     let patch = serde_json::from_value(serde_json::Value::Array(ops)).map_err(WebhookError::Patch)?;
-    Ok(Some((label, patch)))
+    let (type_, reason, action, note) = notice;
+    let notice = (!req.dry_run).then_some(Notice {
+        workload,
+        type_,
+        reason,
+        action,
+        note,
+    });
+    Ok(Some(Decision { label, patch, notice }))
 }
