@@ -218,6 +218,11 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_WEBHOOK_SECRET_NAMESPACE")]
     pub webhook_secret_namespace: Option<String>,
 
+    /// Lifetime of the serving certificate wave issues; renewed when a third is left. Hidden: for tests
+    /// that force renewals, not for production.
+    #[arg(long, hide = true, default_value = "2160h", value_parser = parse_go_duration)]
+    pub webhook_certificate_lifetime: Duration,
+
     /// The Service in front of the webhook, named in the serving certificate (`NAME.NAMESPACE.svc`).
     #[arg(long, env = "WAVE_WEBHOOK_SERVICE_NAME", default_value = "wave-webhook")]
     pub webhook_service_name: String,
@@ -269,6 +274,7 @@ impl RunArgs {
                 secret_namespace: self.webhook_secret_namespace.clone(),
                 service_name: self.webhook_service_name.clone(),
                 certificate: self.webhook_certificate,
+                certificate_lifetime: self.webhook_certificate_lifetime,
             }),
             max_gate_duration: self.max_gate_duration,
         }

@@ -626,3 +626,112 @@ async fn twenty_configmap_and_deployment_pairs_each_applied_at_once_are_never_ga
     );
     assert!(wave.metric("wave_webhook_requests_total", &["result=\"hashed\""]) >= pairs as f64);
 }
+
+#[tokio::test]
+async fn two_replicas_renewing_a_short_lived_certificate_leave_no_admission_unmutated() {
+    let (client, ns) = setup("wh-renew").await;
+    let names = Names::for_test(&ns);
+    // Both replicas are registered, each under its own URL, so the apiserver calls both on every create:
+    // an admission that misses either shows as a missing count on that replica.
+    let ports = [free_port(), free_port()];
+    let hooks: Vec<Value> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| {
+            json!({
+                "name": format!("deployment-{i}.wave.pusher.com"),
+                "clientConfig": {"url": format!("https://127.0.0.1:{port}/mutate-apps-v1-deployment")},
+                "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments"]}],
+                "failurePolicy": "Ignore",
+                "sideEffects": "NoneOnDryRun",
+                "timeoutSeconds": 2,
+                "admissionReviewVersions": ["v1"],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+            })
+        })
+        .collect();
+    let mwc: MutatingWebhookConfiguration =
+        serde_json::from_value(json!({"metadata": {"name": names.config}, "webhooks": hooks})).unwrap();
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &mwc)
+        .await
+        .unwrap();
+    let lease = format!("--leader-election-namespace={ns}");
+    let mut replicas = Vec::new();
+    for port in ports {
+        let args = [
+            "--enable-webhook".to_string(),
+            format!("--webhook-bind-address=127.0.0.1:{port}"),
+            format!("--webhook-configuration-name={}", names.config),
+            format!("--webhook-secret-name={}", names.secret),
+            format!("--webhook-secret-namespace={}", names.secret_namespace),
+            "--webhook-certificate-lifetime=15s".into(),
+            "--leader-election".into(),
+            lease.clone(),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        replicas.push(Wave::start(&[&ns], &args).await);
+    }
+
+    let api = workloads(&client, &ns, WorkloadKind::DEPLOYMENT);
+    let probe = body(
+        WorkloadKind::DEPLOYMENT,
+        "probe",
+        &opted_in(&[]),
+        &pod_spec(json!({}), json!({})),
+    );
+    let dry_run = || async {
+        let pp = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        api.create(&pp, &serde_json::from_value(probe.clone()).unwrap())
+            .await
+            .expect("dry-run create");
+    };
+    let answered = |w: &Wave| w.metric("wave_webhook_requests_total", &[]);
+    wait_for("the apiserver to call both replicas", TIMEOUT, || async {
+        dry_run().await;
+        replicas.iter().all(|w| answered(w) > 0.0).then_some(())
+    })
+    .await;
+
+    let secrets =
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &names.secret_namespace);
+    let serving = || async {
+        let s = secrets.get(&names.secret).await.unwrap();
+        s.data.unwrap_or_default().get("tls.crt").map(|b| b.0.clone())
+    };
+    let before: Vec<f64> = replicas.iter().map(answered).collect();
+    let mut seen = vec![serving().await];
+    let mut creates = 0.0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    // Admissions go on across two renewals of the serving certificate.
+    while seen.len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the certificate was renewed {} times in 120 s",
+            seen.len() - 1
+        );
+        dry_run().await;
+        creates += 1.0;
+        let now = serving().await;
+        if seen.last() != Some(&now) {
+            seen.push(now);
+        }
+    }
+    // Every replica answered every one of them.
+    for (i, (w, b)) in replicas.iter().zip(&before).enumerate() {
+        wait_for(
+            &format!("replica {i} to count {creates} admissions"),
+            TIMEOUT,
+            || async { (answered(w) - b >= creates).then_some(()) },
+        )
+        .await;
+        assert_eq!(answered(w) - b, creates, "replica {i} answered every admission");
+        assert_eq!(
+            w.metric("wave_webhook_requests_total", &["result=\"error\""]),
+            0.0
+        );
+    }
+}

@@ -69,6 +69,8 @@ pub struct WebhookConfig {
     pub service_name: String,
     /// Where the serving certificate comes from.
     pub certificate: CertificateSource,
+    /// Lifetime of a serving certificate wave issues (its CA lives ten times as long).
+    pub certificate_lifetime: Duration,
 }
 
 /// A listen address: a port on every interface (Go's `:8080`), or one address.

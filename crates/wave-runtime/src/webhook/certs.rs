@@ -1,12 +1,20 @@
 //! The webhook's certificates: issued by wave into a Secret, or read from one that cert-manager writes.
 //!
 //! ```text
-//! Secret <ns>/<webhook-secret-name> ◄─ ensure (create once; renew when a third of the lifetime is
-//!        (ca.crt, tls.crt, tls.key)    left; one CA per Secret, shared by every replica)
-//!            │                       └─► sync_ca_bundle: MutatingWebhookConfiguration caBundle
+//! Secret <ns>/<webhook-secret-name> ◄─ ensure: create once; renew the serving certificate when a third
+//!   ca.crt   published CAs                of its lifetime is left, signed by the same long-lived CA;
+//!   ca.key   the CA's key                 renew the CA itself only when a third of *its* lifetime is
+//!   tls.crt, tls.key  serving cert        left, publishing old and new CA together
+//!            │                       └─► sync_ca_bundle: MutatingWebhookConfiguration caBundle = ca.crt
 //!            ▼
 //! load ─► ServingCert (PEM) ─► server.rs
 //! ```
+//!
+//! Why the CA outlives the serving certificate: replicas re-read the Secret only every few minutes, so
+//! after one replica renews, the others still serve the previous serving certificate for a while. It
+//! must stay trusted, so renewing it never changes the `caBundle`. When the CA itself is renewed (every
+//! few years), `ca.crt` holds the new CA and the previous one, so every serving certificate in use is
+//! trusted throughout. A Secret written by an older wave (no `ca.key`) goes through that same rollover.
 //!
 //! With `--webhook-certificate=secret`, cert-manager (or you) writes the Secret and the `caBundle`, and
 //! wave only reads the Secret.
@@ -26,10 +34,17 @@ use super::WebhookError;
 use crate::api::is_conflict;
 use crate::config::CertificateSource;
 
-/// How long a generated serving certificate is valid; it is renewed when a third is left.
-const CERT_LIFETIME: Duration = Duration::from_secs(90 * 24 * 3600);
+/// How long a generated serving certificate is valid by default; it is renewed when a third is left.
+pub const CERT_LIFETIME: Duration = Duration::from_secs(90 * 24 * 3600);
+/// How long the CA that signs it is valid, as a multiple of the serving certificate's lifetime
+/// (10 × 90 days: about two and a half years).
+const CA_LIFETIMES: u32 = 10;
 /// Secret annotation: when the serving certificate expires (RFC 3339).
 const NOT_AFTER: &str = "wave.pusher.com/not-after";
+/// Secret annotation: when the CA expires (RFC 3339).
+const CA_NOT_AFTER: &str = "wave.pusher.com/ca-not-after";
+/// The CA's subject. Serving certificates name it as their issuer, so it never changes.
+const CA_NAME: &str = "wave webhook CA";
 
 /// Where the certificate lives and what it must name.
 #[derive(Clone, Debug)]
@@ -44,6 +59,8 @@ pub struct CertificateConfig {
     pub configuration_name: String,
     /// DNS names for the serving certificate.
     pub dns_names: Vec<String>,
+    /// Lifetime of a serving certificate wave issues.
+    pub lifetime: Duration,
 }
 
 impl CertificateConfig {
@@ -53,7 +70,7 @@ impl CertificateConfig {
 }
 
 /// The PEM-encoded serving certificate (with its chain) and key.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServingCert {
     /// `tls.crt`.
     pub cert_pem: String,
@@ -61,26 +78,68 @@ pub struct ServingCert {
     pub key_pem: String,
 }
 
-/// What wave issues: its CA, the serving certificate, and when the latter expires.
+/// The CA wave signs serving certificates with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Ca {
+    cert_pem: String,
+    key_pem: String,
+    not_after: Timestamp,
+}
+
+/// What wave keeps in the Secret.
+#[derive(Clone, Debug)]
 struct Bundle {
-    ca_pem: String,
+    /// `ca.crt`: the current CA first, then during a rollover the previous one.
+    published_pem: String,
+    /// The current CA, with its key; `None` in a Secret written before wave kept the key.
+    ca: Option<Ca>,
     serving: ServingCert,
     not_after: Timestamp,
 }
 
-fn generate(dns_names: &[String]) -> Result<Bundle, WebhookError> {
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, SanType,
-    };
+fn ca_params() -> Result<rcgen::CertificateParams, rcgen::Error> {
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(rcgen::DnType::CommonName, CA_NAME);
+    Ok(ca)
+}
+
+fn after(now: time::OffsetDateTime, lifetime: Duration) -> time::OffsetDateTime {
+    now + time::Duration::seconds(lifetime.as_secs().min(i64::MAX as u64) as i64)
+}
+
+fn timestamp(t: time::OffsetDateTime) -> Timestamp {
+    Timestamp::from_second(t.unix_timestamp()).unwrap_or(Timestamp::MAX)
+}
+
+/// A new CA valid for `lifetime`.
+fn generate_ca(lifetime: Duration) -> Result<Ca, WebhookError> {
     let now = time::OffsetDateTime::now_utc();
-    let lifetime = time::Duration::seconds(CERT_LIFETIME.as_secs() as i64);
-    let ca_key = KeyPair::generate()?;
-    let mut ca = CertificateParams::new(Vec::<String>::new())?;
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, "wave webhook CA");
-    ca.not_before = now - time::Duration::hours(1);
-    ca.not_after = now + lifetime;
-    let ca_cert = ca.self_signed(&ca_key)?;
+    let key = rcgen::KeyPair::generate()?;
+    let mut params = ca_params()?;
+    params.not_before = now - time::Duration::hours(1);
+    params.not_after = after(now, lifetime);
+    let cert = params.self_signed(&key)?;
+    Ok(Ca {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+        not_after: timestamp(params.not_after),
+    })
+}
+
+/// A serving certificate for `dns_names` (and 127.0.0.1) signed by `ca`, valid for `lifetime`.
+// NOTE: the issuer is rebuilt from the CA's fixed subject and its key rather than parsed from its
+// certificate (rcgen's `Issuer::from_ca_cert_pem` needs its `x509-parser` feature): the issuer name and
+// the authority key identifier (derived from the public key) come out the same.
+fn generate_serving(
+    ca: &Ca,
+    dns_names: &[String],
+    lifetime: Duration,
+) -> Result<(ServingCert, Timestamp), WebhookError> {
+    use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair, SanType};
+    let now = time::OffsetDateTime::now_utc();
+    let ca_key = KeyPair::from_pem(&ca.key_pem)?;
+    let issuer = Issuer::new(ca_params()?, ca_key);
     let key = KeyPair::generate()?;
     let mut leaf = CertificateParams::new(dns_names.to_vec())?;
     leaf.subject_alt_names
@@ -89,17 +148,61 @@ fn generate(dns_names: &[String]) -> Result<Bundle, WebhookError> {
         .push(DnType::CommonName, dns_names.first().cloned().unwrap_or_default());
     leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     leaf.not_before = now - time::Duration::hours(1);
-    leaf.not_after = now + lifetime;
-    let issuer = Issuer::new(ca, ca_key);
+    // Never past the CA: a serving certificate outliving its issuer would stop verifying early.
+    let not_after = after(now, lifetime).min(
+        time::OffsetDateTime::from_unix_timestamp(ca.not_after.as_second())
+            .unwrap_or(time::OffsetDateTime::UNIX_EPOCH),
+    );
+    leaf.not_after = not_after;
     let cert = leaf.signed_by(&key, &issuer)?;
-    Ok(Bundle {
-        ca_pem: ca_cert.pem(),
-        serving: ServingCert {
+    Ok((
+        ServingCert {
             cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),
         },
-        not_after: Timestamp::from_second((now + lifetime).unix_timestamp()).unwrap_or(Timestamp::MAX),
+        timestamp(not_after),
+    ))
+}
+
+/// What to write when `existing` (if any) needs renewing at `now`: the same CA while it has more than
+/// a third of its lifetime left, else a new one published beside the previous.
+fn renew(existing: Option<&Bundle>, cfg: &CertificateConfig, now: Timestamp) -> Result<Bundle, WebhookError> {
+    let ca_lifetime = cfg.lifetime.saturating_mul(CA_LIFETIMES);
+    let kept = existing
+        .and_then(|b| b.ca.clone())
+        .filter(|ca| !needs_renewal(ca.not_after, now, ca_lifetime));
+    let (ca, published_pem) = match kept {
+        Some(ca) => {
+            let published = existing
+                .map(|b| b.published_pem.clone())
+                .unwrap_or_else(|| ca.cert_pem.clone());
+            (ca, published)
+        }
+        None => {
+            let ca = generate_ca(ca_lifetime)?;
+            // The previous CA stays published: replicas still serve certificates it signed.
+            let previous = existing.and_then(|b| first_pem(&b.published_pem));
+            let published = match previous {
+                Some(old) => format!("{}{old}", ca.cert_pem),
+                None => ca.cert_pem.clone(),
+            };
+            (ca, published)
+        }
+    };
+    let (serving, not_after) = generate_serving(&ca, &cfg.dns_names, cfg.lifetime)?;
+    Ok(Bundle {
+        published_pem,
+        ca: Some(ca),
+        serving,
+        not_after,
     })
+}
+
+/// The first PEM block of `pem` (the current CA of a published `ca.crt`).
+fn first_pem(pem: &str) -> Option<String> {
+    const END: &str = "-----END CERTIFICATE-----";
+    let end = pem.find(END)? + END.len();
+    Some(format!("{}\n", pem[..end].trim_start()))
 }
 
 /// `tls.crt` and `tls.key` of a TLS Secret.
@@ -117,17 +220,23 @@ fn text(secret: &Secret, key: &str) -> Option<String> {
 
 /// The Secret that keeps `bundle` (without name and namespace).
 fn to_secret(bundle: &Bundle) -> Secret {
-    let data = [
-        ("ca.crt", &bundle.ca_pem),
+    let mut data: std::collections::BTreeMap<String, ByteString> = [
+        ("ca.crt", &bundle.published_pem),
         ("tls.crt", &bundle.serving.cert_pem),
         ("tls.key", &bundle.serving.key_pem),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
     .collect();
+    let mut annotations =
+        std::collections::BTreeMap::from([(NOT_AFTER.to_string(), bundle.not_after.to_string())]);
+    if let Some(ca) = &bundle.ca {
+        data.insert("ca.key".into(), ByteString(ca.key_pem.as_bytes().to_vec()));
+        annotations.insert(CA_NOT_AFTER.into(), ca.not_after.to_string());
+    }
     Secret {
         metadata: ObjectMeta {
-            annotations: Some([(NOT_AFTER.to_string(), bundle.not_after.to_string())].into()),
+            annotations: Some(annotations),
             ..Default::default()
         },
         type_: Some("kubernetes.io/tls".into()),
@@ -137,25 +246,39 @@ fn to_secret(bundle: &Bundle) -> Secret {
 }
 
 fn from_secret(secret: &Secret) -> Option<Bundle> {
-    let not_after = secret
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(NOT_AFTER)?
-        .parse()
-        .ok()?;
+    let annotations = secret.metadata.annotations.as_ref()?;
+    let not_after = annotations.get(NOT_AFTER)?.parse().ok()?;
+    let published_pem = text(secret, "ca.crt")?;
+    let ca = (|| {
+        Some(Ca {
+            cert_pem: first_pem(&published_pem)?,
+            key_pem: text(secret, "ca.key")?,
+            not_after: annotations.get(CA_NOT_AFTER)?.parse().ok()?,
+        })
+    })();
     Some(Bundle {
-        ca_pem: text(secret, "ca.crt")?,
+        published_pem,
+        ca,
         serving: serving_cert(secret)?,
         not_after,
     })
 }
 
-/// Whether a certificate expiring at `not_after` is to be renewed at `now`: when less than a third of
-/// its lifetime is left.
-fn needs_renewal(not_after: Timestamp, now: Timestamp) -> bool {
+/// Whether something valid for `lifetime` and expiring at `not_after` is to be renewed at `now`: when
+/// less than a third of its lifetime is left.
+fn needs_renewal(not_after: Timestamp, now: Timestamp, lifetime: Duration) -> bool {
     let left = not_after.duration_since(now);
-    left.as_secs() < (CERT_LIFETIME.as_secs() / 3) as i64
+    left.as_secs() < (lifetime.as_secs() / 3) as i64
+}
+
+/// Whether `bundle` can be served as it is at `now`.
+fn is_current(bundle: &Bundle, cfg: &CertificateConfig, now: Timestamp) -> bool {
+    let ca_lifetime = cfg.lifetime.saturating_mul(CA_LIFETIMES);
+    !needs_renewal(bundle.not_after, now, cfg.lifetime)
+        && bundle
+            .ca
+            .as_ref()
+            .is_some_and(|ca| !needs_renewal(ca.not_after, now, ca_lifetime))
 }
 
 /// Reads the certificate from its Secret, creating or renewing it when needed.
@@ -167,14 +290,11 @@ async fn ensure(client: &Client, cfg: &CertificateConfig) -> Result<Bundle, Webh
     };
     for _ in 0..3 {
         let existing = api.get_opt(&cfg.secret_name).await.map_err(secret_err)?;
-        if let Some(bundle) = existing
-            .as_ref()
-            .and_then(from_secret)
-            .filter(|b| !needs_renewal(b.not_after, Timestamp::now()))
-        {
-            return Ok(bundle);
-        }
-        let bundle = generate(&cfg.dns_names)?;
+        let now = Timestamp::now();
+        let bundle = match existing.as_ref().and_then(from_secret) {
+            Some(current) if is_current(&current, cfg, now) => return Ok(current),
+            other => renew(other.as_ref(), cfg, now)?,
+        };
         let mut secret = to_secret(&bundle);
         secret.metadata.name = Some(cfg.secret_name.clone());
         secret.metadata.namespace = Some(cfg.namespace.clone());
@@ -209,7 +329,7 @@ pub async fn load(client: &Client, cfg: &CertificateConfig) -> Result<ServingCer
     match cfg.source {
         CertificateSource::Generate => {
             let bundle = ensure(client, cfg).await?;
-            sync_ca_bundle(client, &cfg.configuration_name, &bundle.ca_pem).await?;
+            sync_ca_bundle(client, &cfg.configuration_name, &bundle.published_pem).await?;
             Ok(bundle.serving)
         }
         CertificateSource::Secret => {
@@ -281,31 +401,127 @@ mod tests {
         rfc3339.parse().unwrap()
     }
 
+    fn config(lifetime: Duration) -> CertificateConfig {
+        CertificateConfig {
+            namespace: "ops".into(),
+            secret_name: "wave-webhook-tls".into(),
+            source: CertificateSource::Generate,
+            configuration_name: "wave".into(),
+            dns_names: vec!["wave-webhook.ops.svc".into()],
+            lifetime,
+        }
+    }
+
+    /// Whether `serving` verifies as `localhost` against the CAs in `published`.
+    fn trusted(published: &str, serving: &ServingCert) -> bool {
+        use rustls::client::danger::ServerCertVerifier;
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in CertificateDer::pem_slice_iter(published.as_bytes()) {
+            roots.add(ca.unwrap()).unwrap();
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(roots.into(), provider)
+            .build()
+            .unwrap();
+        let leaf = CertificateDer::from_pem_slice(serving.cert_pem.as_bytes()).unwrap();
+        let name = ServerName::try_from("wave-webhook.ops.svc").unwrap();
+        verifier
+            .verify_server_cert(&leaf, &[], &name, &[], UnixTime::now())
+            .is_ok()
+    }
+
     #[test]
     fn a_certificate_is_renewed_when_a_third_of_its_lifetime_is_left() {
         let not_after = at("2026-04-01T00:00:00Z");
         // 90 days of lifetime: renew with less than 30 days left.
         assert!(
-            !needs_renewal(not_after, at("2026-03-01T00:00:00Z")),
+            !needs_renewal(not_after, at("2026-03-01T00:00:00Z"), CERT_LIFETIME),
             "31 days left"
         );
         assert!(
-            needs_renewal(not_after, at("2026-03-03T00:00:00Z")),
+            needs_renewal(not_after, at("2026-03-03T00:00:00Z"), CERT_LIFETIME),
             "29 days left"
         );
-        assert!(needs_renewal(not_after, at("2026-05-01T00:00:00Z")), "expired");
+        assert!(
+            needs_renewal(not_after, at("2026-05-01T00:00:00Z"), CERT_LIFETIME),
+            "expired"
+        );
     }
 
     #[test]
     fn a_generated_bundle_reads_back_from_its_secret() {
-        let bundle = generate(&["wave-webhook.ops.svc".into()]).unwrap();
+        let cfg = config(CERT_LIFETIME);
+        let bundle = renew(None, &cfg, Timestamp::now()).unwrap();
         let secret = to_secret(&bundle);
         let read = from_secret(&secret).expect("a complete Secret");
         assert_eq!(read.serving, bundle.serving);
         assert_eq!(read.not_after, bundle.not_after);
+        assert_eq!(read.ca, bundle.ca);
+        assert!(is_current(&read, &cfg, Timestamp::now()));
         let mut incomplete = secret;
         incomplete.data.as_mut().unwrap().remove("tls.key");
         assert!(from_secret(&incomplete).is_none());
         assert!(serving_cert(&incomplete).is_none());
+    }
+
+    #[test]
+    fn renewing_the_serving_certificate_keeps_the_ca_so_the_previous_one_stays_trusted() {
+        let cfg = config(CERT_LIFETIME);
+        let first = renew(None, &cfg, Timestamp::now()).unwrap();
+        let second = renew(Some(&first), &cfg, Timestamp::now()).unwrap();
+        assert_ne!(first.serving, second.serving, "a new serving certificate");
+        assert_eq!(
+            first.published_pem, second.published_pem,
+            "the caBundle does not change"
+        );
+        assert!(
+            trusted(&second.published_pem, &first.serving),
+            "replicas not yet reloaded stay trusted"
+        );
+        assert!(trusted(&second.published_pem, &second.serving));
+    }
+
+    #[test]
+    fn renewing_the_ca_publishes_the_old_and_the_new_together() {
+        let cfg = config(CERT_LIFETIME);
+        let first = renew(None, &cfg, Timestamp::now()).unwrap();
+        // Far enough ahead that the CA itself has less than a third of its lifetime left.
+        let later = first.ca.as_ref().unwrap().not_after - k8s_openapi::jiff::SignedDuration::from_hours(24);
+        let second = renew(Some(&first), &cfg, later).unwrap();
+        assert_ne!(second.ca, first.ca, "a new CA");
+        assert!(
+            trusted(&second.published_pem, &first.serving),
+            "served by replicas not yet reloaded"
+        );
+        assert!(trusted(&second.published_pem, &second.serving));
+        assert_eq!(second.published_pem.matches("BEGIN CERTIFICATE").count(), 2);
+        // The next renewal keeps the new CA and drops nothing it still needs.
+        let third = renew(Some(&second), &cfg, Timestamp::now()).unwrap();
+        assert_eq!(third.ca, second.ca);
+        assert!(trusted(&third.published_pem, &second.serving));
+    }
+
+    #[test]
+    fn a_secret_from_before_wave_kept_the_ca_key_rolls_over_to_a_new_ca_without_breaking_trust() {
+        let cfg = config(CERT_LIFETIME);
+        let old = renew(None, &cfg, Timestamp::now()).unwrap();
+        let mut secret = to_secret(&old);
+        secret.data.as_mut().unwrap().remove("ca.key");
+        let read = from_secret(&secret).unwrap();
+        assert!(read.ca.is_none());
+        assert!(!is_current(&read, &cfg, Timestamp::now()));
+        let renewed = renew(Some(&read), &cfg, Timestamp::now()).unwrap();
+        assert!(trusted(&renewed.published_pem, &old.serving));
+        assert!(trusted(&renewed.published_pem, &renewed.serving));
+    }
+
+    #[test]
+    fn a_serving_certificate_never_outlives_its_ca() {
+        let cfg = config(CERT_LIFETIME);
+        let first = renew(None, &cfg, Timestamp::now()).unwrap();
+        let ca = first.ca.as_ref().unwrap();
+        assert!(first.not_after <= ca.not_after);
     }
 }

@@ -26,7 +26,8 @@ use crate::config::WebhookConfig;
 use crate::controller::context::Context;
 use crate::error::ReconcileError;
 
-/// How often the Secret is read again, to renew the certificate or pick up cert-manager's renewal.
+/// How often the Secret is read again, at most, to renew the certificate or pick up cert-manager's
+/// renewal (more often with a short `--webhook-certificate-lifetime`).
 const CERT_CHECK_PERIOD: Duration = Duration::from_secs(300);
 
 /// Why the webhook could not start, or could not decide one request.
@@ -135,7 +136,12 @@ pub async fn serve(
         secret_name: config.secret_name.clone(),
         source: config.certificate,
         configuration_name: config.configuration_name.clone(),
+        lifetime: config.certificate_lifetime,
     };
+    // Often enough that every replica picks up a renewal well before a third of the lifetime is spent.
+    let check_period = CERT_CHECK_PERIOD
+        .min(config.certificate_lifetime / 10)
+        .max(Duration::from_secs(1));
     let mut serving = certs::load(&ctx.client, &certs).await?;
     let tls = RustlsConfig::from_config(server::tls_config(&serving)?);
     let app = WorkloadKind::BUILT_IN
@@ -150,7 +156,7 @@ pub async fn serve(
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(CERT_CHECK_PERIOD) => {}
+                () = tokio::time::sleep(check_period) => {}
             }
             match certs::load(&ctx.client, &certs).await {
                 Ok(fresh) if fresh == serving => {}
