@@ -15,7 +15,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use wave_core::ratelimit;
 use wave_runtime::config::{
-    BindAddress, CertificateSource, Config, LeaderElection, LogFormat, WebhookConfig,
+    BindAddress, CertificateSource, Config, LeaderElection, LogFormat, SecretName, WebhookConfig,
 };
 
 /// wave: rolls Deployments, StatefulSets and DaemonSets when their ConfigMaps and Secrets change.
@@ -84,6 +84,10 @@ pub struct HashArgs {
     /// Write the manifests back with the hash set on each opted-in pod template.
     #[arg(long)]
     pub inject: bool,
+    /// A file holding the key wave runs with under `--hash-key-secret` (the Secret's `hash-key`, raw
+    /// bytes), so that the hashes match the controller's.
+    #[arg(long, value_name = "PATH")]
+    pub hash_key_file: Option<std::path::PathBuf>,
     /// Output format (without --inject).
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
@@ -97,6 +101,9 @@ pub struct ExplainArgs {
     /// Namespace; defaults to the kubeconfig's.
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    /// The `--hash-key-secret` wave runs with, so that the desired hash matches the controller's.
+    #[arg(long, env = "WAVE_HASH_KEY_SECRET", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
+    pub hash_key_secret: Option<SecretName>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
@@ -231,6 +238,11 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_MAX_GATE_DURATION", default_value = "10m", value_parser = parse_go_duration)]
     pub max_gate_duration: Duration,
 
+    /// Key the config hash: HMAC-SHA256 under the `hash-key` of this Secret (NAMESPACE/NAME), so no pod
+    /// template carries a digest of a Secret that can be guessed offline. Changes every hash once.
+    #[arg(long, env = "WAVE_HASH_KEY_SECRET", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
+    pub hash_key_secret: Option<SecretName>,
+
     /// controller-runtime logging flags, accepted so Wave's arguments work; `--zap-encoder=json` selects
     /// JSON logs and `--zap-log-level` the level.
     #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
@@ -277,6 +289,7 @@ impl RunArgs {
                 certificate_lifetime: self.webhook_certificate_lifetime,
             }),
             max_gate_duration: self.max_gate_duration,
+            hash_key_secret: self.hash_key_secret.clone(),
         }
     }
 

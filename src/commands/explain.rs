@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use wave_core::hash::{Fetched, config_hash, missing_message};
+use wave_core::hash::{Fetched, Hashing, config_hash, missing_message};
 use wave_core::names;
 use wave_core::plan::{self, Plan};
 use wave_core::refs::{self, Keys};
@@ -93,7 +93,17 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
             }
         })
         .collect();
-    let desired = config_hash(&ns, &refs, &fetched);
+    let hashing = match &args.hash_key_secret {
+        Some(secret) => Hashing::Keyed(api::read_hash_key(&client, secret).await.map_err(|e| match e {
+            api::HashKeyError::Read { secret, source } => CommandError::Cluster {
+                what: format!("reading the hash key Secret {secret}"),
+                source,
+            },
+            other => CommandError::Input(other.to_string()),
+        })?),
+        None => Hashing::Plain,
+    };
+    let desired = config_hash(&ns, &refs, &fetched, &hashing);
     let (status, reason, desired_hash) = if !workload.is_opted_in() {
         (
             "ignored",
@@ -101,9 +111,10 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
             None,
         )
     } else {
-        let policy = plan::GatePolicy {
+        let policy = plan::Policy {
             now: k8s_openapi::jiff::Timestamp::now(),
             max_gate: super::DEFAULT_MAX_GATE,
+            hashing,
         };
         match plan::plan(&workload, &refs, &fetched, &policy) {
             Plan::Noop => (

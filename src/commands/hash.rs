@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use super::CommandError;
 use crate::cli::{HashArgs, Output};
+use wave_core::hash::{HashKey, Hashing};
 use wave_core::manifest;
 
 /// Runs `wave hash`.
@@ -22,7 +23,18 @@ pub fn run(args: &HashArgs) -> Result<ExitCode, CommandError> {
     };
     let ns = args.namespace.as_deref().unwrap_or("default");
     let mut manifests = manifest::parse(&text).map_err(|e| CommandError::Input(e.to_string()))?;
-    let hashed = match manifest::hash_all(&manifests, ns, args.allow_missing)
+    let hashing = match &args.hash_key_file {
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .map_err(|e| CommandError::Input(format!("reading the hash key {}: {e}", path.display())))?;
+            let key = HashKey::new(&bytes).ok_or_else(|| {
+                CommandError::Input(format!("the hash key file {} is empty", path.display()))
+            })?;
+            Hashing::Keyed(key)
+        }
+        None => Hashing::Plain,
+    };
+    let hashed = match manifest::hash_all(&manifests, ns, args.allow_missing, &hashing)
         .map_err(|e| CommandError::Input(e.to_string()))?
     {
         Ok(h) => h,

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 use testenv::wait_for;
 use wave_core::workload::WorkloadKind;
 
@@ -200,7 +200,7 @@ async fn at_final_hash(client: &kube::Client, ns: &str, kind: WorkloadKind) -> b
             std::sync::Arc::new(wave_core::hash::Content::from_config_map(&cm)),
         );
     }
-    w.current_hash() == Some(wave_core::hash::config_hash(ns, &refs, &fetched).as_str())
+    w.current_hash() == Some(wave_core::hash::config_hash(ns, &refs, &fetched, &Default::default()).as_str())
 }
 
 #[tokio::test]
@@ -253,4 +253,94 @@ async fn a_secret_value_never_appears_in_logs_events_or_metrics() {
             "the Secret value leaked into the {what}"
         );
     }
+}
+
+#[tokio::test]
+async fn with_a_hash_key_every_hash_is_keyed_and_the_cli_computes_the_same_one() {
+    let (client, ns) = setup("hmac").await;
+    create_secret(
+        &client,
+        &ns,
+        "wave-hash-key",
+        json!({"hash-key": "k3y-for-the-test"}),
+    )
+    .await;
+    create_configmap(&client, &ns, "cfg", json!({"a": "1"})).await;
+    let key_flag = format!("--hash-key-secret={ns}/wave-hash-key");
+    let wave = Wave::start(&[&ns], &["--update-rate=inf", &key_flag]).await;
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
+    let kind = WorkloadKind::DEPLOYMENT;
+    create_workload(&client, &ns, kind, &name(kind), opted_in(&[]), spec.clone()).await;
+    let keyed = wait_hash_change(&client, &ns, kind, &name(kind), None).await;
+
+    // `wave hash` over the same objects, with and without the key.
+    let manifests = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": ns}, "data": {"a": "1"}},
+        body(kind, &name(kind), &opted_in(&[]), &spec).as_object().cloned().map(|mut o| {
+            o["metadata"]["namespace"] = json!(ns);
+            Value::Object(o)
+        }).unwrap(),
+    ]})
+    .to_string();
+    let key_file = std::env::temp_dir().join(format!("wave-hash-key-{ns}"));
+    std::fs::write(&key_file, "k3y-for-the-test").unwrap();
+    let cli_hash = |extra: &[&str]| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_wave"));
+        c.args(["hash", "-o", "json"]).args(extra);
+        let out = pipe(c, &manifests);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v[0]["hash"].as_str().unwrap().to_string()
+    };
+    let key_path = key_file.to_string_lossy().into_owned();
+    assert_eq!(
+        cli_hash(&["--hash-key-file", &key_path]),
+        keyed,
+        "the CLI and the controller agree"
+    );
+    assert_ne!(cli_hash(&[]), keyed, "a keyed hash is not the plain SHA-256");
+    std::fs::remove_file(&key_file).unwrap();
+
+    let (code, out, err) = run_wave(
+        &[
+            "explain",
+            "deployment/deployment",
+            "-n",
+            &ns,
+            "-o",
+            "json",
+            &key_flag,
+        ],
+        Some(&testenv::cluster().kubeconfig()),
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["status"], "up-to-date", "{out}");
+    wave.expect_writes(1, "one keyed write").await;
+}
+
+#[tokio::test]
+async fn a_hash_key_secret_that_is_missing_or_empty_stops_wave_at_startup_with_a_clear_error() {
+    let (client, ns) = setup("hmac-bad").await;
+    create_secret(&client, &ns, "no-key", json!({"other": "x"})).await;
+    for (secret, expected) in [
+        (
+            "absent",
+            format!("the hash key Secret {ns}/absent does not exist"),
+        ),
+        (
+            "no-key",
+            format!("the hash key Secret {ns}/no-key has no non-empty data key \"hash-key\""),
+        ),
+    ] {
+        let flag = format!("--hash-key-secret={ns}/{secret}");
+        let mut wave = Wave::spawn(&testenv::cluster().kubeconfig(), &[&ns], &[&flag]);
+        wave.wait_exit("a hash key that cannot be read").await;
+        let output = wave.output();
+        assert!(output.contains(&expected), "{output}");
+        assert!(!output.contains("panicked"), "{output}");
+    }
+    let (code, _, err) = run_wave(&["run", "--hash-key-secret=no-slash"], None);
+    assert_eq!(code, 2);
+    assert!(err.contains("\"no-slash\" is not NAMESPACE/NAME"), "{err}");
 }

@@ -146,6 +146,14 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
             "webhook.certManager.issuerRef.name=cluster-ca",
             "webhook.certManager.issuerRef.kind=ClusterIssuer",
         ],
+        vec![
+            "webhook.enabled=true",
+            "networkPolicy.enabled=true",
+            "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring",
+            "hashKeySecret.name=wave-hash-key",
+            "rbac.namespaced=true",
+            &namespaces,
+        ],
     ];
     for (i, sets) in value_sets.iter().enumerate() {
         let rendered = helm_template(&format!("dry{i}"), &ns, sets);
@@ -170,6 +178,20 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
     assert!(r.contains("--webhook-certificate=secret") && r.contains("cert-manager.io/inject-ca-from"));
     let r = helm_template("ha", &ns, &["replicas=2"]);
     assert!(r.contains("kind: PodDisruptionBudget") && r.contains("--leader-election=true"));
+    let r = helm_template(
+        "keyed",
+        &ns,
+        &[
+            "hashKeySecret.name=k",
+            "hashKeySecret.namespace=vault",
+            "networkPolicy.enabled=true",
+        ],
+    );
+    assert!(r.contains("--hash-key-secret=vault/k"), "{r}");
+    assert!(
+        r.contains("kind: NetworkPolicy") && !r.contains("port: webhook"),
+        "{r}"
+    );
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@
 
 use serde_json::{Value, json};
 
-use super::hash::{self, Fetched, Missing};
+use super::hash::{self, Fetched, Hashing, Missing};
 use super::refs::References;
 use super::workload::Workload;
 use crate::names;
@@ -41,7 +41,13 @@ pub enum Mutation {
 }
 
 /// Decides the mutation of an admitted workload.
-pub fn decide(workload: &Workload, refs: &References, fetched: &Fetched, operation: Operation) -> Mutation {
+pub fn decide(
+    workload: &Workload,
+    refs: &References,
+    fetched: &Fetched,
+    operation: Operation,
+    hashing: &Hashing,
+) -> Mutation {
     if !workload.is_opted_in() {
         return Mutation::None;
     }
@@ -52,7 +58,7 @@ pub fn decide(workload: &Workload, refs: &References, fetched: &Fetched, operati
             _ => Mutation::None,
         };
     }
-    let new_hash = hash::config_hash(&workload.id.namespace, refs, fetched);
+    let new_hash = hash::config_hash(&workload.id.namespace, refs, fetched, hashing);
     if workload.current_hash() == Some(new_hash.as_str()) {
         Mutation::None
     } else {
@@ -141,7 +147,13 @@ mod tests {
     #[test]
     fn existing_config_sets_the_hash_at_admission() {
         let w = uses_cm();
-        let m = decide(&w, &w.references(), &present(), Operation::Create);
+        let m = decide(
+            &w,
+            &w.references(),
+            &present(),
+            Operation::Create,
+            &Hashing::Plain,
+        );
         let Mutation::SetHash(hash) = &m else {
             panic!("{m:?}")
         };
@@ -155,7 +167,13 @@ mod tests {
     #[test]
     fn missing_config_gates_on_create_only() {
         let w = uses_cm();
-        let m = decide(&w, &w.references(), &Fetched::new(), Operation::Create);
+        let m = decide(
+            &w,
+            &w.references(),
+            &Fetched::new(),
+            Operation::Create,
+            &Hashing::Plain,
+        );
         assert!(matches!(m, Mutation::Gate { .. }));
         let doc = apply(&w, patch_ops(&w, &m, "2026-11-22T12:00:00Z"));
         assert_eq!(
@@ -167,7 +185,13 @@ mod tests {
             json!("2026-11-22T12:00:00Z")
         );
         assert_eq!(
-            decide(&w, &w.references(), &Fetched::new(), Operation::Update),
+            decide(
+                &w,
+                &w.references(),
+                &Fetched::new(),
+                Operation::Update,
+                &Hashing::Plain
+            ),
             Mutation::None
         );
     }
@@ -177,7 +201,13 @@ mod tests {
         let mut w = uses_cm();
         w.template.spec.as_mut().unwrap().scheduling_gates =
             Some(vec![serde_json::from_value(json!({"name": "other"})).unwrap()]);
-        let m = decide(&w, &w.references(), &Fetched::new(), Operation::Create);
+        let m = decide(
+            &w,
+            &w.references(),
+            &Fetched::new(),
+            Operation::Create,
+            &Hashing::Plain,
+        );
         let doc = apply(&w, patch_ops(&w, &m, "t"));
         assert_eq!(
             doc["spec"]["template"]["spec"]["schedulingGates"],
@@ -191,11 +221,23 @@ mod tests {
         w.annotations
             .insert(names::UPDATE_ON_CONFIG_CHANGE.into(), "no".into());
         assert_eq!(
-            decide(&w, &w.references(), &present(), Operation::Create),
+            decide(
+                &w,
+                &w.references(),
+                &present(),
+                Operation::Create,
+                &Hashing::Plain
+            ),
             Mutation::None
         );
         let w = uses_cm();
-        let Mutation::SetHash(hash) = decide(&w, &w.references(), &present(), Operation::Update) else {
+        let Mutation::SetHash(hash) = decide(
+            &w,
+            &w.references(),
+            &present(),
+            Operation::Update,
+            &Hashing::Plain,
+        ) else {
             panic!()
         };
         let mut hashed = w.clone();
@@ -205,7 +247,13 @@ mod tests {
             .get_or_insert_with(Default::default)
             .annotations = Some([(names::CONFIG_HASH.to_string(), hash)].into());
         assert_eq!(
-            decide(&hashed, &hashed.references(), &present(), Operation::Update),
+            decide(
+                &hashed,
+                &hashed.references(),
+                &present(),
+                Operation::Update,
+                &Hashing::Plain
+            ),
             Mutation::None
         );
     }

@@ -5,6 +5,7 @@
 //!             ├─► missing()    ─► [Missing]   (empty ⇒ the hash may be written)
 //! Fetched ────┤
 //!             └─► config_hash() ─► HashSource (compact JSON) ─► SHA-256 lowercase hex
+//!                                                                (HMAC-SHA256 with `--hash-key-secret`)
 //! ```
 //!
 //! `Fetched` holds the content of the referenced objects that exist; an absent key means the object does
@@ -156,13 +157,73 @@ impl HashSource {
 
     /// Lowercase hex SHA-256 of the source: the value of `wave.pusher.com/config-hash`.
     pub fn hash(&self) -> String {
-        let digest = Sha256::digest(&self.0);
-        let mut out = String::with_capacity(64);
-        for b in digest {
-            out.push_str(&format!("{b:02x}"));
-        }
-        out
+        hex(&Sha256::digest(&self.0))
     }
+
+    /// The config hash under `hashing`: [`HashSource::hash`], or HMAC-SHA256 under the key.
+    pub fn hash_with(&self, hashing: &Hashing) -> String {
+        match hashing {
+            Hashing::Plain => self.hash(),
+            Hashing::Keyed(key) => hex(&hmac_sha256(&key.0, &self.0)),
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// How the hash source becomes the config hash.
+#[derive(Clone, Debug, Default)]
+pub enum Hashing {
+    /// SHA-256, byte-identical to Wave's.
+    #[default]
+    Plain,
+    /// HMAC-SHA256 under a secret key (`--hash-key-secret`): no pod template then carries a digest of a
+    /// Secret's value that could be guessed offline.
+    Keyed(HashKey),
+}
+
+/// A key for [`Hashing::Keyed`]. Its bytes are never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HashKey(Arc<[u8]>);
+
+impl HashKey {
+    /// A key from its bytes; `None` when empty (an empty key would protect nothing).
+    pub fn new(bytes: &[u8]) -> Option<Self> {
+        (!bytes.is_empty()).then(|| Self(bytes.into()))
+    }
+}
+
+impl fmt::Debug for HashKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HashKey({} bytes)", self.0.len())
+    }
+}
+
+/// HMAC-SHA256 (RFC 2104 with SHA-256's 64-byte block).
+fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    const BLOCK: usize = 64;
+    let mut block = [0u8; BLOCK];
+    if key.len() > BLOCK {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let pad = |byte: u8| block.map(|b| b ^ byte);
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
 }
 
 type Section = BTreeMap<String, BTreeMap<String, String>>;
@@ -187,9 +248,9 @@ pub fn hash_source(namespace: &str, refs: &References, fetched: &Fetched) -> Has
     HashSource(json)
 }
 
-/// The config hash of a workload: `hash_source(...).hash()`.
-pub fn config_hash(namespace: &str, refs: &References, fetched: &Fetched) -> String {
-    hash_source(namespace, refs, fetched).hash()
+/// The config hash of a workload: `hash_source(...).hash_with(hashing)`.
+pub fn config_hash(namespace: &str, refs: &References, fetched: &Fetched, hashing: &Hashing) -> String {
+    hash_source(namespace, refs, fetched).hash_with(hashing)
 }
 
 fn section(namespace: &str, kind: ConfigKind, refs: &References, fetched: &Fetched) -> Section {
@@ -230,6 +291,39 @@ fn section(namespace: &str, kind: ConfigKind, refs: &References, fetched: &Fetch
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hmac_sha256_matches_the_rfc_4231_test_vectors() {
+        // Test case 2 (a short key) and test case 6 (a key longer than the block).
+        assert_eq!(
+            hex(&hmac_sha256(b"Jefe", b"what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        assert_eq!(
+            hex(&hmac_sha256(
+                &[0xaa; 131],
+                b"Test Using Larger Than Block-Size Key - Hash Key First"
+            )),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+        );
+    }
+
+    #[test]
+    fn a_keyed_hash_differs_from_the_plain_one_and_depends_on_the_key() {
+        let source = HashSource(b"{}".to_vec());
+        let a = Hashing::Keyed(HashKey::new(b"a").unwrap());
+        let b = Hashing::Keyed(HashKey::new(b"b").unwrap());
+        assert_eq!(source.hash_with(&Hashing::Plain), source.hash());
+        assert_ne!(source.hash_with(&a), source.hash());
+        assert_ne!(source.hash_with(&a), source.hash_with(&b));
+        assert_eq!(source.hash_with(&a).len(), 64);
+        assert!(HashKey::new(b"").is_none(), "an empty key is refused");
+        assert_eq!(
+            format!("{a:?}"),
+            "Keyed(HashKey(1 bytes))",
+            "the key is never printed"
+        );
+    }
+
     use super::*;
     use crate::refs::{Reference, References};
 
@@ -286,7 +380,7 @@ mod tests {
         let (r, f) = (References::default(), Fetched::new());
         assert_eq!(source("ns", &r, &f), r#"{"configMaps":{},"secrets":{}}"#);
         assert_eq!(
-            config_hash("ns", &r, &f),
+            config_hash("ns", &r, &f, &Hashing::Plain),
             "100444e91862dd77d7ebe29f050c1e9a7f357c771e1a7b7650aae27e6a3a031d"
         );
     }
@@ -306,7 +400,7 @@ mod tests {
             r#"{"configMaps":{"app-config":{"a":"Yg=="}},"secrets":{}}"#
         );
         assert_eq!(
-            config_hash("ns", &r, &f),
+            config_hash("ns", &r, &f, &Hashing::Plain),
             "c723035841cb99a64b7b37c2733cbf07045a0e31d539c67aff2bae20f55bff6b"
         );
     }
@@ -322,7 +416,7 @@ mod tests {
         )]);
         let f = Fetched::from([(r.secrets[0].key.clone(), content(&[("password", b"hunter2")]))]);
         assert_eq!(
-            config_hash("ns", &r, &f),
+            config_hash("ns", &r, &f, &Hashing::Plain),
             "aeeffb69d9a05df58ea1b4a549c0bd990a5f01b67094131e2a02f8028eb07085"
         );
     }
@@ -342,7 +436,7 @@ mod tests {
             r#"{"configMaps":{"empty":{}},"secrets":{}}"#
         );
         assert_eq!(
-            config_hash("ns", &r, &f),
+            config_hash("ns", &r, &f, &Hashing::Plain),
             "17b86b9962b7c56a25dc449fa3eacce8aa03cb2d971bf407797f7d90782b22e3"
         );
     }
@@ -411,7 +505,7 @@ mod tests {
             r#"{"configMaps":{"other/shared":{"k":"Mg=="},"shared":{"k":"MQ=="}},"secrets":{}}"#
         );
         assert_eq!(
-            config_hash("ns", &r, &f),
+            config_hash("ns", &r, &f, &Hashing::Plain),
             "4b9c7c63357fc0069815510157f2775445960603e11174630944e1ce1150c493"
         );
     }

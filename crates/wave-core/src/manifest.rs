@@ -218,6 +218,7 @@ pub fn hash_all(
     m: &Manifests,
     default_namespace: &str,
     allow_missing: bool,
+    hashing: &hash::Hashing,
 ) -> Result<Result<Vec<Hashed>, Vec<Unresolved>>, ManifestError> {
     let ns_of = |v: &Value| {
         str_at(v, &["metadata", "namespace"])
@@ -267,7 +268,7 @@ pub fn hash_all(
             kind: w.id.kind.as_str().to_string(),
             namespace: w.id.namespace.clone(),
             name: w.id.name.clone(),
-            hash: hash::config_hash(&w.id.namespace, &refs, &fetched),
+            hash: hash::config_hash(&w.id.namespace, &refs, &fetched, hashing),
         });
     }
     Ok(if unresolved.is_empty() {
@@ -393,7 +394,9 @@ metadata: {name: web}
     #[test]
     fn hashes_match_the_controller_vectors() {
         let m = parse(APP).unwrap();
-        let hashed = hash_all(&m, "default", false).unwrap().unwrap();
+        let hashed = hash_all(&m, "default", false, &hash::Hashing::Plain)
+            .unwrap()
+            .unwrap();
         assert_eq!(hashed.len(), 1);
         assert_eq!(
             hashed[0].hash,
@@ -421,7 +424,7 @@ spec:
   serviceName: db
   template: {spec: {containers: [{name: c}], volumes: [{name: s, secret: {secretName: creds}}]}}
 "#;
-        let hashed = hash_all(&parse(text).unwrap(), "default", false)
+        let hashed = hash_all(&parse(text).unwrap(), "default", false, &hash::Hashing::Plain)
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -434,12 +437,16 @@ spec:
     fn missing_required_config_is_reported_unless_allowed() {
         let text = APP.replacen("name: app-config}", "name: other}", 1);
         let m = parse(&text).unwrap();
-        let unresolved = hash_all(&m, "default", false).unwrap().unwrap_err();
+        let unresolved = hash_all(&m, "default", false, &hash::Hashing::Plain)
+            .unwrap()
+            .unwrap_err();
         assert_eq!(
             unresolved[0].to_string(),
             "Deployment default/web: missing required configmap default/app-config"
         );
-        let hashed = hash_all(&m, "default", true).unwrap().unwrap();
+        let hashed = hash_all(&m, "default", true, &hash::Hashing::Plain)
+            .unwrap()
+            .unwrap();
         assert_eq!(
             hashed[0].hash,
             "100444e91862dd77d7ebe29f050c1e9a7f357c771e1a7b7650aae27e6a3a031d"
@@ -449,7 +456,9 @@ spec:
     #[test]
     fn inject_sets_only_the_hash_and_keeps_other_documents() {
         let mut m = parse(APP).unwrap();
-        let hashed = hash_all(&m, "default", false).unwrap().unwrap();
+        let hashed = hash_all(&m, "default", false, &hash::Hashing::Plain)
+            .unwrap()
+            .unwrap();
         inject(&mut m, &hashed, "default");
         let out = render(&m);
         let again = parse(&out).unwrap();
@@ -479,7 +488,9 @@ spec:
         ]});
         let mut m = parse(&list.to_string()).unwrap();
         assert_eq!(m.format, Format::Json);
-        let hashed = hash_all(&m, "default", false).unwrap().unwrap();
+        let hashed = hash_all(&m, "default", false, &hash::Hashing::Plain)
+            .unwrap()
+            .unwrap();
         assert_eq!(hashed[0].kind, "DaemonSet");
         inject(&mut m, &hashed, "default");
         let out: serde_json::Value = serde_json::from_str(&render(&m)).unwrap();
@@ -499,7 +510,7 @@ spec:
     #[test]
     fn an_object_without_a_name_is_a_clear_error() {
         let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\ndata: {a: b}\n";
-        let err = hash_all(&parse(text).unwrap(), "default", false).unwrap_err();
+        let err = hash_all(&parse(text).unwrap(), "default", false, &hash::Hashing::Plain).unwrap_err();
         assert_eq!(
             err.to_string(),
             "document 1 (ConfigMap <no name>): metadata.name is missing"
@@ -509,7 +520,7 @@ spec:
     #[test]
     fn an_invalid_object_is_a_clear_error() {
         let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: [1, 2]\n";
-        let err = hash_all(&parse(text).unwrap(), "default", false).unwrap_err();
+        let err = hash_all(&parse(text).unwrap(), "default", false, &hash::Hashing::Plain).unwrap_err();
         assert!(err.to_string().starts_with("document 1 (ConfigMap x): "), "{err}");
     }
 
@@ -528,7 +539,9 @@ spec:
         ] {
             let input = format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\n{doc}\n");
             let m = parse(&input).unwrap();
-            let err = hash_all(&m, "default", false).unwrap_err().to_string();
+            let err = hash_all(&m, "default", false, &hash::Hashing::Plain)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(names), "{err}");
             assert!(!err.contains("987654"), "the value leaked: {err}");
         }

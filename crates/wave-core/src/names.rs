@@ -22,6 +22,9 @@ pub const SCHEDULING_GATE: &str = "wave.pusher.com/config";
 /// Workload annotation: when wave's webhook gated it (RFC 3339), for `--max-gate-duration`.
 pub const GATED_AT: &str = "wave.pusher.com/gated-at";
 
+/// The data key of the `--hash-key-secret` Secret that holds the key of the keyed config hash.
+pub const HASH_KEY: &str = "hash-key";
+
 /// Field manager of every write wave makes, so `managedFields` attribute the hash to wave.
 pub const FIELD_MANAGER: &str = "wave";
 /// Controller name reported on Events.

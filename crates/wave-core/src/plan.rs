@@ -28,7 +28,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use serde_json::{Value, json};
 
-use super::hash::{self, Fetched, Missing};
+use super::hash::{self, Fetched, Hashing, Missing};
 use super::refs::References;
 use super::workload::Workload;
 use crate::names;
@@ -88,17 +88,20 @@ pub enum GateReason {
     TimedOut,
 }
 
-/// What the plan needs to know about time: now, and how long a gate may hold pods.
-#[derive(Clone, Copy, Debug)]
-pub struct GatePolicy {
+/// What the plan needs besides the workload and its config: now, how long a gate may hold pods, and
+/// how the hash is computed.
+#[derive(Clone, Debug)]
+pub struct Policy {
     /// The current time.
     pub now: Timestamp,
     /// `--max-gate-duration`.
     pub max_gate: Duration,
+    /// Plain SHA-256, or keyed with `--hash-key-secret`.
+    pub hashing: Hashing,
 }
 
 /// Decides what to write to `workload`, given its references and the content of those that exist.
-pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, gate: &GatePolicy) -> Plan {
+pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, policy: &Policy) -> Plan {
     if workload.has_held_pods() {
         return Plan::DeleteHeldPods;
     }
@@ -149,11 +152,11 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, gate: &Ga
                 hash: None,
                 restore_scheduler: None,
                 release_gate: None,
-                mark_gated_at: Some(gate.now),
+                mark_gated_at: Some(policy.now),
             });
         };
-        let held = Duration::try_from(gate.now.duration_since(since)).unwrap_or_default();
-        return match gate.max_gate.checked_sub(held).filter(|left| !left.is_zero()) {
+        let held = Duration::try_from(policy.now.duration_since(since)).unwrap_or_default();
+        return match policy.max_gate.checked_sub(held).filter(|left| !left.is_zero()) {
             Some(left) => Plan::Blocked {
                 missing,
                 recheck_after: Some(left),
@@ -166,7 +169,7 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, gate: &Ga
             }),
         };
     }
-    let new_hash = hash::config_hash(&workload.id.namespace, refs, fetched);
+    let new_hash = hash::config_hash(&workload.id.namespace, refs, fetched, &policy.hashing);
     let hash = (workload.current_hash() != Some(new_hash.as_str())).then_some(new_hash);
     let release_gate = release(GateReason::ConfigReady);
     if hash.is_none() && restore_scheduler.is_none() && release_gate.is_none() {
@@ -230,10 +233,11 @@ mod tests {
     use serde_json::json;
     use std::sync::Arc;
 
-    fn policy() -> GatePolicy {
-        GatePolicy {
+    fn policy() -> Policy {
+        Policy {
             now: "2026-11-22T12:00:00Z".parse().unwrap(),
             max_gate: Duration::from_secs(600),
+            hashing: Hashing::Plain,
         }
     }
 

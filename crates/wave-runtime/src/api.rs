@@ -6,6 +6,7 @@
 //!     get_workload / list_workloads ─► Workload (wave_core)      patch_workload ─► merge patch as `wave`
 //!     get_object (status and selector, for held pods)
 //! ConfigKey ─► fetch_content ─► Content (wave_core)
+//! SecretName ─► read_hash_key ─► HashKey (wave_core; `--hash-key-secret`)
 //! ```
 //!
 //! Workloads are read as dynamic objects and turned into the core's [`Workload`] view at once, so no code
@@ -14,10 +15,12 @@
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams};
 use kube::{Api, Client};
-use wave_core::hash::Content;
+use wave_core::hash::{Content, HashKey};
 use wave_core::names;
 use wave_core::refs::{ConfigKey, ConfigKind};
 use wave_core::workload::{Workload, WorkloadKind, WorkloadRef};
+
+use crate::config::SecretName;
 
 /// The API coordinates of a workload kind.
 pub fn api_resource(kind: WorkloadKind) -> ApiResource {
@@ -110,6 +113,57 @@ pub async fn fetch_content(
                 (secret.metadata, content)
             }),
     })
+}
+
+/// Why the key of the keyed hash could not be read. Never carries the key.
+#[derive(Debug, thiserror::Error)]
+pub enum HashKeyError {
+    /// The Secret could not be read.
+    #[error("reading the hash key Secret {secret} failed")]
+    Read {
+        /// `namespace/name`.
+        secret: SecretName,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// The Secret does not exist.
+    #[error("the hash key Secret {secret} does not exist")]
+    NotFound {
+        /// `namespace/name`.
+        secret: SecretName,
+    },
+    /// The Secret has no non-empty `hash-key`.
+    #[error("the hash key Secret {secret} has no non-empty data key {key:?}")]
+    NoKey {
+        /// `namespace/name`.
+        secret: SecretName,
+        /// The data key looked for.
+        key: &'static str,
+    },
+}
+
+/// Reads the key of the keyed config hash from `secret` (`--hash-key-secret`).
+pub async fn read_hash_key(client: &Client, secret: &SecretName) -> Result<HashKey, HashKeyError> {
+    let found = Api::<Secret>::namespaced(client.clone(), &secret.namespace)
+        .get_opt(&secret.name)
+        .await
+        .map_err(|e| HashKeyError::Read {
+            secret: secret.clone(),
+            source: Box::new(e),
+        })?
+        .ok_or_else(|| HashKeyError::NotFound {
+            secret: secret.clone(),
+        })?;
+    found
+        .data
+        .as_ref()
+        .and_then(|d| d.get(names::HASH_KEY))
+        .and_then(|v| HashKey::new(&v.0))
+        .ok_or_else(|| HashKeyError::NoKey {
+            secret: secret.clone(),
+            key: names::HASH_KEY,
+        })
 }
 
 /// The HTTP status of an API error, if the server answered.

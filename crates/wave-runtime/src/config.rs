@@ -41,6 +41,36 @@ pub struct Config {
     pub webhook: Option<WebhookConfig>,
     /// How long the webhook's scheduling gate may hold a workload's pods.
     pub max_gate_duration: Duration,
+    /// The Secret whose `hash-key` keys the config hash (HMAC-SHA256); `None` keeps Wave's SHA-256.
+    pub hash_key_secret: Option<SecretName>,
+}
+
+/// `NAMESPACE/NAME` of a Secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretName {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl SecretName {
+    /// Parses `NAMESPACE/NAME`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => Ok(Self {
+                namespace: ns.to_string(),
+                name: name.to_string(),
+            }),
+            _ => Err(format!("{s:?} is not NAMESPACE/NAME")),
+        }
+    }
+}
+
+impl std::fmt::Display for SecretName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
 }
 
 /// Where the leader-election Lease lives and how long it lasts.

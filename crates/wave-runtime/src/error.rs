@@ -173,6 +173,9 @@ pub enum RunError {
         /// Lease name.
         name: String,
     },
+    /// `--hash-key-secret` names a key that cannot be read.
+    #[error("cannot read the key of the config hash (--hash-key-secret)")]
+    HashKey(#[source] crate::api::HashKeyError),
     /// The webhook could not be set up (certificate, Secret or configuration).
     #[error("cannot start the admission webhook")]
     Webhook(#[source] crate::webhook::WebhookError),

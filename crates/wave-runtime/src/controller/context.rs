@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 use std::time::Duration;
 
 use kube::Client;
+use wave_core::hash::Hashing;
 use wave_core::ratelimit::TokenBucket;
 use wave_core::tracker::Tracker;
 use wave_core::workload::WorkloadRef;
@@ -43,6 +44,8 @@ pub struct Context {
     pub missing: MissingReports,
     /// `--max-gate-duration`: how long wave's scheduling gate may hold pods.
     pub max_gate: Duration,
+    /// How the config hash is computed (keyed with `--hash-key-secret`).
+    pub hashing: Hashing,
 }
 
 impl Context {

@@ -27,6 +27,7 @@ use futures::stream::BoxStream;
 use kube::Client;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
+use wave_core::hash::Hashing;
 use wave_core::ratelimit::TokenBucket;
 use wave_core::tracker::{Change, Tracker};
 use wave_core::workload::{WorkloadKind, WorkloadRef};
@@ -39,7 +40,7 @@ use crate::config::Config;
 use crate::error::{ReconcileError, RunError};
 use crate::events::EventPublisher;
 use crate::metrics::Metrics;
-use crate::{admin, lease, telemetry, webhook};
+use crate::{admin, api, lease, telemetry, webhook};
 
 /// Runs the controller until SIGTERM/SIGINT (Ok) or until the lease is lost (Err).
 pub async fn run(config: Config) -> Result<(), RunError> {
@@ -51,6 +52,16 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     let scopes = tracker.scopes().to_vec();
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
+    let hashing = match &config.hash_key_secret {
+        Some(secret) => {
+            let key = api::read_hash_key(&client, secret)
+                .await
+                .map_err(RunError::HashKey)?;
+            tracing::info!(secret = %secret, "config hashes are keyed (HMAC-SHA256)");
+            Hashing::Keyed(key)
+        }
+        None => Hashing::Plain,
+    };
     let identity = lease::identity();
     let lease = config
         .leader_election
@@ -74,6 +85,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         lease: lease.as_ref().map(|l| lease::LeaseCheck::new(client.clone(), l)),
         missing: MissingReports::new(metrics.waiting_for_config.clone()),
         max_gate: config.max_gate_duration,
+        hashing,
     });
     if config.leader_election.is_none() {
         metrics.leader.set(1);

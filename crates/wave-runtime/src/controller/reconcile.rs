@@ -105,9 +105,10 @@ async fn plan_and_write(
             tracing::warn!(workload = %id, "{skipped}; skipped");
         }
         let fetched = ctx.content.resolve(&refs, &ctx.tracker).await?;
-        let policy = plan::GatePolicy {
+        let policy = plan::Policy {
             now: k8s_openapi::jiff::Timestamp::now(),
             max_gate: ctx.max_gate,
+            hashing: ctx.hashing.clone(),
         };
         let write = match plan::plan(&workload, &refs, &fetched, &policy) {
             Plan::Noop => {

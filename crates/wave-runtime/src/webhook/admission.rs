@@ -158,14 +158,14 @@ async fn admit(
         .resolve(&refs, &ctx.tracker)
         .await
         .map_err(WebhookError::Content)?;
-    let mut mutation = admission::decide(&workload, &refs, &fetched, operation);
+    let mut mutation = admission::decide(&workload, &refs, &fetched, operation, &ctx.hashing);
     if matches!(mutation, Mutation::Gate { .. }) {
         let live = ctx
             .content
             .resolve_live(&refs, &ctx.tracker)
             .await
             .map_err(WebhookError::Content)?;
-        mutation = admission::decide(&workload, &refs, &live, operation);
+        mutation = admission::decide(&workload, &refs, &live, operation, &ctx.hashing);
     }
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     let ops = admission::patch_ops(&workload, &mutation, &now);
