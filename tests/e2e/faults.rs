@@ -391,3 +391,79 @@ async fn two_replicas_started_together_on_a_free_lease_never_both_write_in_twent
     env.wait_current(&workloads, TIMEOUT).await;
     env.assert_invariants(&workloads).await;
 }
+
+#[tokio::test]
+async fn a_webhook_whose_config_reads_hang_admits_unmodified_within_its_deadline() {
+    let env = Env::start("slow-reads", &[]).await;
+    create_configmap(&env.client, &env.ns, "cfg", json!({"v": "1"})).await;
+    let port = testenv::free_port();
+    let args = [
+        "--enable-webhook".to_string(),
+        format!("--webhook-bind-address=127.0.0.1:{port}"),
+        format!("--webhook-secret-namespace={}", env.ns),
+        "--webhook-configuration-name=unregistered".into(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let wave = env.wave("wave-a", &args).await;
+    // The request the apiserver would send for an opted-in Deployment that reads `cfg`.
+    let deployment = body(
+        WorkloadKind::DEPLOYMENT,
+        "slow",
+        &opted_in(&[]),
+        &pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({})),
+    );
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "0b1c", "name": "slow", "namespace": env.ns, "operation": "CREATE",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "userInfo": {"username": "test"}, "object": deployment, "dryRun": false
+        }
+    });
+    let url = format!("https://127.0.0.1:{port}/mutate-apps-v1-deployment");
+    let call = move || {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sk",
+                "--max-time",
+                "10",
+                "-H",
+                "Content-Type: application/json",
+                "-d",
+            ])
+            .arg(review.to_string())
+            .arg(&url)
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        serde_json::from_str::<Value>(&text).unwrap_or_else(|_| panic!("no AdmissionReview back: {text:?}"))
+    };
+
+    // etcd frozen: every read of `cfg` hangs in the apiserver.
+    env.cluster.pause("etcd");
+    let started = Instant::now();
+    let answer = tokio::task::spawn_blocking(call.clone()).await.expect("join");
+    let took = started.elapsed();
+    env.cluster.resume("etcd");
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    assert!(
+        answer["response"]["patch"].is_null(),
+        "admitted unmodified: {answer}"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "answered inside the apiserver's 2 s timeout, took {took:?}"
+    );
+    assert_eq!(
+        wave.metric("wave_webhook_requests_total", &["result=\"timeout\""]),
+        1.0
+    );
+
+    // With etcd back, the same request is hashed.
+    let answer = tokio::task::spawn_blocking(call).await.expect("join");
+    assert!(
+        !answer["response"]["patch"].is_null(),
+        "hashed once reads work: {answer}"
+    );
+}
