@@ -6,6 +6,7 @@
 //! for each controller: testenv up --audit ─► populate ─► start ─► S4 startup, S1 latency, S3 fan-out,
 //!                      S6 storm ─► unreferenced Secrets (size A) ─► restart: S5 ─► idle: S2, S4 idle
 //!                      ─► unreferenced Secrets (size B) ─► restart ─► idle: S2 ─► stop, testenv down
+//! then S9, wave alone: the chaos soak (bench/src/chaos.rs)
 //! then: bench/results/<date>-<commit>.json (+ latest.json), a PNG chart, and the table printed
 //! ```
 //!
@@ -15,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 mod audit;
+mod chaos;
 mod controller;
 mod report;
 mod scenarios;
@@ -57,6 +59,18 @@ pub struct Args {
     /// S2/S4: the idle window, in seconds.
     #[arg(long, default_value_t = 60)]
     pub idle_seconds: u64,
+    /// S9: how long the chaos soak runs, in seconds; 0 skips it.
+    #[arg(long, default_value_t = 600)]
+    pub chaos_seconds: u64,
+    /// S9: opted-in Deployments (one ConfigMap per ten of them).
+    #[arg(long, default_value_t = 200)]
+    pub chaos_workloads: usize,
+    /// S9: seconds between faults.
+    #[arg(long, default_value_t = 30)]
+    pub chaos_fault_every: u64,
+    /// Run only S9 (with `--out` elsewhere, so the published results stay whole).
+    #[arg(long)]
+    pub chaos_only: bool,
     /// Tiny sizes, for `make bench-smoke`: checks that every controller given produces every figure.
     #[arg(long)]
     pub smoke: bool,
@@ -86,6 +100,9 @@ impl Args {
             self.storm_deployments = 3;
             self.storm_changes = 3;
             self.idle_seconds = 2;
+            self.chaos_seconds = 20;
+            self.chaos_workloads = 10;
+            self.chaos_fault_every = 4;
         }
         self
     }
@@ -94,7 +111,10 @@ impl Args {
 #[tokio::main]
 async fn main() {
     let args = Args::parse().sized();
-    let (profiles, skipped) = controller::profiles(&args);
+    let (mut profiles, skipped) = controller::profiles(&args);
+    if args.chaos_only {
+        profiles.clear();
+    }
     for s in &skipped {
         eprintln!("skipping {s}");
     }
@@ -109,7 +129,19 @@ async fn main() {
             }
         }
     }
-    let report = report::Report::new(&args, results);
+    let chaos = if args.chaos_seconds > 0 {
+        eprintln!("== S9 chaos soak (wave, {} s)", args.chaos_seconds);
+        match chaos::run(&args).await {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("S9: {e}");
+                std::process::exit(1);
+            }
+        }
+    } else {
+        None
+    };
+    let report = report::Report::new(&args, results, chaos);
     if let Err(e) = report.check_complete() {
         eprintln!("incomplete results: {e}");
         std::process::exit(1);

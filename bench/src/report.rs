@@ -8,6 +8,7 @@ use plotters::prelude::*;
 use serde_json::{Value, json};
 
 use crate::Args;
+use crate::chaos::ChaosResult;
 use crate::scenarios::ControllerResult;
 
 /// One run of every controller.
@@ -17,6 +18,7 @@ pub struct Report {
     date: String,
     sizes: Value,
     results: Vec<(&'static str, ControllerResult)>,
+    chaos: Option<ChaosResult>,
 }
 
 /// One row of a table: a metric of one scenario for each controller, in run order.
@@ -27,7 +29,11 @@ struct Row {
 }
 
 impl Report {
-    pub fn new(args: &Args, results: Vec<(&'static str, ControllerResult)>) -> Self {
+    pub fn new(
+        args: &Args,
+        results: Vec<(&'static str, ControllerResult)>,
+        chaos: Option<ChaosResult>,
+    ) -> Self {
         Self {
             commit: commit(),
             machine: machine(),
@@ -39,8 +45,11 @@ impl Report {
                 "unreferenced_secrets": args.unreferenced, "payload_kib": args.payload_kib,
                 "fanout": args.fanout, "storm_deployments": args.storm_deployments,
                 "storm_changes": args.storm_changes, "idle_seconds": args.idle_seconds,
+                "chaos_seconds": args.chaos_seconds, "chaos_workloads": args.chaos_workloads,
+                "chaos_fault_every": args.chaos_fault_every,
             }),
             results,
+            chaos,
         }
     }
 
@@ -65,6 +74,18 @@ impl Report {
                 return Err(format!("{name}: no {what}"));
             }
         }
+        if let Some(c) = &self.chaos {
+            // S9's targets are failures, not figures: a lost or repeated rollout fails the run.
+            let failed = [
+                ("S9 settled within 120 s", c.timed_out),
+                ("S9 injected at least one fault", c.faults.is_empty()),
+                ("S9 lost no change", c.lost_changes > 0),
+                ("S9 repeated no rollout", c.repeated_rollouts > 0),
+            ];
+            if let Some((what, _)) = failed.iter().find(|(_, f)| *f) {
+                return Err(format!("wave: not {what}: {c:?}"));
+            }
+        }
         Ok(())
     }
 
@@ -75,6 +96,9 @@ impl Report {
             for s in ["s1", "s2", "s3", "s4", "s5", "s6"] {
                 scenarios[s.to_uppercase()][*name] = v[s].clone();
             }
+        }
+        if let Some(c) = &self.chaos {
+            scenarios["S9"]["wave"] = serde_json::to_value(c).unwrap_or_default();
         }
         json!({"commit": self.commit, "machine": self.machine, "date": self.date,
                "sizes": self.sizes, "scenarios": scenarios})
@@ -180,6 +204,28 @@ impl Report {
                 );
             }
             out += "\n";
+        }
+        if let Some(c) = &self.chaos {
+            out += &format!(
+                "\n**S9** (wave alone, {} s, {} workloads)\n\n| metric | wave |\n|---|---|\n",
+                c.seconds, c.workloads
+            );
+            for (fault, n) in &c.faults {
+                out += &format!("| fault: {fault} | {n} |\n");
+            }
+            for (metric, v) in [
+                ("faults survived", u64::from(c.faults_survived)),
+                ("changes applied", c.changes_applied),
+                ("workload writes", c.workload_writes),
+                ("lost changes", c.lost_changes as u64),
+                ("repeated rollouts", c.repeated_rollouts),
+                ("replica restarts", u64::from(c.replica_restarts)),
+            ] {
+                out += &format!("| {metric} | {v} |\n");
+            }
+            if c.timed_out {
+                out += "| timed out settling | yes |\n";
+            }
         }
         out
     }

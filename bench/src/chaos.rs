@@ -1,0 +1,405 @@
+//! S9, the chaos soak: wave (two replicas, leader election) keeps 200 workloads current while their
+//! config changes at random and faults fire at random. At the end, the invariants of the fault suite
+//! (`tests/e2e/faults.rs`) are checked and counted.
+//!
+//! ```text
+//! testenv up --audit (watch cache off, so a compaction makes watches expire) ─► ConfigMaps + Deployments
+//! ─► two wave replicas ─► every workload hashed
+//! ─► for --chaos-seconds: a config change every 300 ms; every --chaos-fault-every seconds one fault:
+//!      apiserver killed and restarted · etcd restarted · etcd compacted + apiserver restarted (410 Gone)
+//!      · the leader frozen past its lease · a replica SIGKILLed;   exited replicas are restarted
+//! ─► quiet: wait (at most 120 s) until every workload carries the hash of its current config
+//! ─► from the audit log: writes per workload, repeated rollouts (a hash written twice), lost changes
+//! ```
+//!
+//! Every config value is new, so the same hash can never legitimately be written twice to one workload.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde::Serialize;
+use serde_json::json;
+use wave_core::hash::{self, Content, Fetched, Hashing};
+use wave_core::kind::WorkloadKind;
+use wave_core::workload::Workload;
+
+use crate::Args;
+use crate::controller::{Profile, Running};
+
+const NS: &str = "chaos";
+const CONFIG_HASH: &str = "wave.pusher.com/config-hash";
+/// The lease of the two replicas; a frozen leader is held for longer than this.
+const LEASE_SECONDS: u64 = 4;
+/// How long the end state may take to settle.
+const QUIET_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The S9 figures.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ChaosResult {
+    pub seconds: u64,
+    pub workloads: usize,
+    /// Faults injected (and survived: wave converged afterwards), by kind.
+    pub faults: BTreeMap<String, u32>,
+    pub faults_survived: u32,
+    /// Config changes the apiserver accepted.
+    pub changes_applied: u64,
+    /// Successful writes of a hash, all workloads.
+    pub workload_writes: u64,
+    /// Workloads that do not carry the hash of their current config at the end. Target 0.
+    pub lost_changes: usize,
+    /// Writes of a hash the workload had already been given. Target 0.
+    pub repeated_rollouts: u64,
+    /// Replicas restarted after they exited (a lost lease) or were killed.
+    pub replica_restarts: u32,
+    /// Whether the end state did not settle within 120 s.
+    pub timed_out: bool,
+}
+
+/// A small deterministic generator (xorshift64*), so that a run can be repeated with its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// One wave replica, restarted when it exits.
+struct Replica {
+    profile: Profile,
+    kubeconfig: std::path::PathBuf,
+    log: std::path::PathBuf,
+    metrics_port: u16,
+    running: Option<Running>,
+}
+
+impl Replica {
+    fn new(args: &Args, cluster: &testenv::Cluster, name: &str) -> Replica {
+        let metrics_port = testenv::free_port();
+        let profile = Profile {
+            name: "wave",
+            bin: args.wave_bin.clone(),
+            args: vec![
+                "run".into(),
+                format!("--namespaces={NS}"),
+                "--update-rate=inf".into(),
+                "--leader-election".into(),
+                format!("--leader-election-lease-duration={LEASE_SECONDS}"),
+                format!("--leader-election-namespace={NS}"),
+                format!("--metrics-bind-address=127.0.0.1:{metrics_port}"),
+                format!("--health-bind-address=127.0.0.1:{}", testenv::free_port()),
+                "--log-level=warn".into(),
+            ],
+            opt_in: ("wave.pusher.com/update-on-config-change", "true"),
+            hashes_at_start: true,
+        };
+        Replica {
+            profile,
+            kubeconfig: cluster.user_kubeconfig(&format!("chaos-{name}"), Some("system:masters")),
+            log: cluster.dir().join("logs").join(format!("wave-{name}.log")),
+            metrics_port,
+            running: None,
+        }
+    }
+
+    /// Starts it if it is not running; whether it had to.
+    fn ensure(&mut self) -> Result<bool, String> {
+        if self.running.as_mut().is_some_and(Running::is_alive) {
+            return Ok(false);
+        }
+        let started = Running::start(&self.profile, &self.kubeconfig, &self.log)
+            .map_err(|e| format!("starting wave: {e}"))?;
+        self.running = Some(started);
+        Ok(true)
+    }
+
+    fn leads(&self) -> bool {
+        testenv::http_get(self.metrics_port, "/metrics").is_some_and(|(_, body)| {
+            body.lines()
+                .any(|l| l.starts_with("wave_leader ") && l.ends_with(" 1"))
+        })
+    }
+
+    fn signal(&self, sig: &str) {
+        if let Some(r) = &self.running {
+            let _ = std::process::Command::new("kill")
+                .args([sig, &r.pid().to_string()])
+                .status();
+        }
+    }
+}
+
+/// Runs S9 on a control plane of its own.
+pub async fn run(args: &Args) -> Result<ChaosResult, String> {
+    let dir = std::env::temp_dir().join(format!("wave-bench-{}-chaos", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cluster = testenv::Cluster::start_in(
+        dir.clone(),
+        &["--audit", "--nodes", "1", "--apiserver-arg=--watch-cache=false"],
+    );
+    let result = run_on(args, &cluster).await;
+    cluster.stop();
+    if result.is_ok() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+async fn run_on(args: &Args, cluster: &testenv::Cluster) -> Result<ChaosResult, String> {
+    let client = cluster.client().await;
+    let configs = (args.chaos_workloads / 10).max(1);
+    populate(&client, args.chaos_workloads, configs).await?;
+    let mut replicas = [Replica::new(args, cluster, "a"), Replica::new(args, cluster, "b")];
+    for r in &mut replicas {
+        r.ensure()?;
+    }
+    let mut result = ChaosResult {
+        seconds: args.chaos_seconds,
+        workloads: args.chaos_workloads,
+        ..Default::default()
+    };
+    if !settle(&client, QUIET_TIMEOUT).await? {
+        return Err("S9: the workloads were not all hashed within 120 s of start".into());
+    }
+
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    eprintln!("  S9 seed {seed}");
+    let mut rng = Rng(seed);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let end = Instant::now() + Duration::from_secs(args.chaos_seconds);
+    let mut next_fault = Instant::now() + Duration::from_secs(args.chaos_fault_every);
+    let mut version = 0u64;
+    while Instant::now() < end {
+        version += 1;
+        let name = format!("cfg-{}", rng.below(configs));
+        let body = Patch::Merge(json!({"data": {"v": format!("{version}")}}));
+        let params = PatchParams::default();
+        let patched = tokio::time::timeout(Duration::from_secs(5), cms.patch(&name, &params, &body)).await;
+        if matches!(patched, Ok(Ok(_))) {
+            result.changes_applied += 1;
+        }
+        for r in &mut replicas {
+            if r.ensure()? {
+                result.replica_restarts += 1;
+            }
+        }
+        if Instant::now() >= next_fault {
+            let fault = inject(cluster, &mut replicas, &mut rng).await;
+            *result.faults.entry(fault.into()).or_default() += 1;
+            next_fault = Instant::now() + Duration::from_secs(args.chaos_fault_every);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    for r in &mut replicas {
+        if r.ensure()? {
+            result.replica_restarts += 1;
+        }
+    }
+    result.timed_out = !settle(&client, QUIET_TIMEOUT).await?;
+    result.lost_changes = stale(&client).await?.len();
+    if result.lost_changes == 0 {
+        result.faults_survived = result.faults.values().sum();
+    }
+    let (writes, repeated) = writes(cluster.dir());
+    result.workload_writes = writes;
+    result.repeated_rollouts = repeated;
+    eprintln!(
+        "  S9 {} s: {} faults {:?}, {} changes, {} writes, {} lost, {} repeated",
+        result.seconds,
+        result.faults.values().sum::<u32>(),
+        result.faults,
+        result.changes_applied,
+        result.workload_writes,
+        result.lost_changes,
+        result.repeated_rollouts
+    );
+    Ok(result)
+}
+
+/// Injects one fault at random, and lifts it; returns its name.
+async fn inject(cluster: &testenv::Cluster, replicas: &mut [Replica; 2], rng: &mut Rng) -> &'static str {
+    let blocking = |f: Box<dyn FnOnce() + Send>| tokio::task::spawn_blocking(f);
+    let dir = cluster.dir().to_path_buf();
+    let control = move |verb: &'static str, component: &'static str| {
+        let dir = dir.clone();
+        Box::new(move || {
+            let _ = std::process::Command::new(testenv::repo_root().join("hack/testenv"))
+                .args([verb])
+                .arg(&dir)
+                .arg(component)
+                .status();
+        }) as Box<dyn FnOnce() + Send>
+    };
+    match rng.below(5) {
+        0 => {
+            let _ = blocking(control("kill", "kube-apiserver")).await;
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let _ = blocking(control("start", "kube-apiserver")).await;
+            "apiserver killed"
+        }
+        1 => {
+            let _ = blocking(control("restart", "etcd")).await;
+            "etcd restarted"
+        }
+        2 => {
+            let dir = cluster.dir().to_path_buf();
+            let _ = blocking(Box::new(move || {
+                let _ = std::process::Command::new(testenv::repo_root().join("hack/testenv"))
+                    .arg("compact")
+                    .arg(&dir)
+                    .output();
+            }))
+            .await;
+            let _ = blocking(control("restart", "kube-apiserver")).await;
+            "watches expired (410 Gone)"
+        }
+        3 => {
+            let Some(leader) = replicas.iter().position(Replica::leads) else {
+                return "no leader to freeze";
+            };
+            replicas[leader].signal("-STOP");
+            tokio::time::sleep(Duration::from_secs(LEASE_SECONDS + 2)).await;
+            replicas[leader].signal("-CONT");
+            "leader frozen past its lease"
+        }
+        _ => {
+            let victim = rng.below(2);
+            replicas[victim].signal("-KILL");
+            "replica killed"
+        }
+    }
+}
+
+async fn populate(client: &Client, workloads: usize, configs: usize) -> Result<(), String> {
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": NS}})).map_err(|e| e.to_string())?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .map_err(|e| format!("creating namespace {NS}: {e}"))?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    for i in 0..configs {
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("cfg-{i}")}, "data": {"v": "0"}}))
+                .map_err(|e| e.to_string())?;
+        cms.create(&PostParams::default(), &cm)
+            .await
+            .map_err(|e| format!("creating cfg-{i}: {e}"))?;
+    }
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    for j in 0..workloads {
+        let name = format!("app-{j}");
+        let d: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": name, "annotations": {"wave.pusher.com/update-on-config-change": "true"}},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "app", "image": "nginx",
+                                           "envFrom": [{"configMapRef": {"name": format!("cfg-{}", j % configs)}}]}]}}}
+        }))
+        .map_err(|e| e.to_string())?;
+        deployments
+            .create(&PostParams::default(), &d)
+            .await
+            .map_err(|e| format!("creating {name}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The workloads that do not carry the hash of their current config, computed by wave's own rule.
+async fn stale(client: &Client) -> Result<Vec<String>, String> {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let lp = ListParams::default();
+    let configs = cms
+        .list(&lp)
+        .await
+        .map_err(|e| format!("listing ConfigMaps: {e}"))?;
+    let mut fetched = Fetched::new();
+    for cm in &configs.items {
+        let key = wave_core::refs::ConfigKey::new(wave_core::refs::ConfigKind::ConfigMap, NS, cm.name_any());
+        fetched.insert(key, std::sync::Arc::new(Content::from_config_map(cm)));
+    }
+    let list = deployments
+        .list(&lp)
+        .await
+        .map_err(|e| format!("listing Deployments: {e}"))?;
+    let mut out = Vec::new();
+    for d in list.items {
+        let value = serde_json::to_value(&d).map_err(|e| e.to_string())?;
+        let w = Workload::from_object(WorkloadKind::DEPLOYMENT, d.metadata.clone(), &value)
+            .map_err(|e| e.to_string())?;
+        let refs = w.references();
+        let desired = hash::config_hash(NS, &refs, &fetched, &Hashing::Plain);
+        if w.current_hash() != Some(desired.as_str()) {
+            out.push(w.id.name.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Waits until no workload is stale; whether that happened within `timeout`.
+async fn settle(client: &Client, timeout: Duration) -> Result<bool, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match stale(client).await {
+            Ok(s) if s.is_empty() => return Ok(true),
+            // The apiserver may still be coming back from the last fault.
+            Ok(_) | Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(500)).await
+            }
+            Ok(_) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Successful hash writes to the workloads by the replicas, and how many repeated a hash the workload
+/// had already been given.
+fn writes(dir: &Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(dir.join("logs/audit.log")).unwrap_or_default();
+    let mut seen: HashMap<String, HashSet<String>> = HashMap::new();
+    let (mut writes, mut repeated) = (0, 0);
+    for event in text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    {
+        let ok = event["stage"] == "ResponseComplete"
+            && event["verb"] == "patch"
+            && event["objectRef"]["resource"] == "deployments"
+            && event["objectRef"]["namespace"] == NS
+            && event["responseStatus"]["code"] == 200
+            && event["user"]["username"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("chaos-"));
+        let hash = event["requestObject"]
+            .pointer("/spec/template/metadata/annotations")
+            .and_then(|a| a.get(CONFIG_HASH))
+            .and_then(|h| h.as_str());
+        if let (true, Some(hash)) = (ok, hash) {
+            writes += 1;
+            let name = event["objectRef"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            if !seen.entry(name).or_default().insert(hash.to_string()) {
+                repeated += 1;
+            }
+        }
+    }
+    (writes, repeated)
+}
