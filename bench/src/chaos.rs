@@ -171,7 +171,14 @@ async fn run_on(args: &Args, cluster: &testenv::Cluster) -> Result<ChaosResult, 
         ..Default::default()
     };
     if !settle(&client, QUIET_TIMEOUT).await? {
-        return Err("S9: the workloads were not all hashed within 120 s of start".into());
+        let stale = stale(&client).await?;
+        let logs: Vec<String> = replicas.iter().map(|r| tail(&r.log)).collect();
+        return Err(format!(
+            "the workloads were not all hashed within 120 s of start: {} stale, e.g. {:?}\n{}",
+            stale.len(),
+            stale.first(),
+            logs.join("\n")
+        ));
     }
 
     let seed = std::time::SystemTime::now()
@@ -229,6 +236,17 @@ async fn run_on(args: &Args, cluster: &testenv::Cluster) -> Result<ChaosResult, 
         result.repeated_rollouts
     );
     Ok(result)
+}
+
+/// The last lines of a log, for an error message.
+fn tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    format!(
+        "{}:\n{}",
+        log.display(),
+        lines[lines.len().saturating_sub(15)..].join("\n")
+    )
 }
 
 /// Injects one fault at random, and lifts it; returns its name.

@@ -5,8 +5,9 @@
 //! The leader flag alone is not enough: a replica frozen past its lease (SIGSTOP, a stalled node, a long
 //! GC pause of the host) wakes up still believing it leads, and its workers run before its lease loop
 //! notices. So each write first asks [`LeaseCheck::confirm`]: the lease, as last read, is held by this
-//! replica and does not expire within [`WRITE_MARGIN`]. Reads are cached until then, so this costs about
-//! one GET per renewal period, not one per write.
+//! replica and does not expire within its margin ([`write_margin`]). Reads are cached until then, so this
+//! costs about one GET per renewal period, not one per write. A leader that cannot confirm (its renewal is
+//! late, or the read failed) writes nothing and retries shortly; it never drops the work.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -146,14 +147,20 @@ pub async fn campaign(client: Client, config: LeaseConfig, ctx: Arc<Context>) ->
 }
 
 /// A write is allowed only while the lease stays valid for at least this long: the write's own round
-/// trip must end before another replica may take over.
-pub const WRITE_MARGIN: SignedDuration = SignedDuration::from_secs(2);
+/// trip must end before another replica may take over. An eighth of the lease, at most 2 s: always less
+/// than the third of the lease before expiry at which the holder renews (see `campaign`), so a leader
+/// whose renewals are on time is never refused.
+pub fn write_margin(duration_seconds: u64) -> SignedDuration {
+    let eighth = SignedDuration::from_millis((duration_seconds.min(3600) * 1000 / 8) as i64);
+    eighth.min(SignedDuration::from_secs(2))
+}
 
 /// Confirms, before each write, that this replica still holds the lease.
 pub struct LeaseCheck {
     api: Api<Lease>,
     name: String,
     identity: String,
+    margin: SignedDuration,
     /// Until when the lease, as last read, is held by this replica.
     valid_until: Mutex<Option<Timestamp>>,
 }
@@ -165,29 +172,30 @@ impl LeaseCheck {
             api: Api::namespaced(client, &config.namespace),
             name: config.name.clone(),
             identity: config.identity.clone(),
+            margin: write_margin(config.duration_seconds),
             valid_until: Mutex::new(None),
         }
     }
 
-    /// Whether this replica holds the lease for at least [`WRITE_MARGIN`] more, reading it again when
-    /// the last reading does not say so.
+    /// Whether this replica holds the lease for at least its margin more, reading it again when the
+    /// last reading does not say so.
     // NOTE: the renew time is written by this replica's own clock (kube-lease-manager stamps
     // `renewTime` with `now()`), so comparing it with the local clock involves no clock skew.
     pub async fn confirm(&self) -> Result<bool, kube::Error> {
         let now = Timestamp::now();
         let cached = *self.valid_until.lock().unwrap_or_else(|e| e.into_inner());
-        if cached.is_some_and(|until| holds_at(until, now)) {
+        if cached.is_some_and(|until| holds_at(until, now, self.margin)) {
             return Ok(true);
         }
         let lease = self.api.get(&self.name).await?;
         let until = held_until(&lease, &self.identity);
         *self.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
-        Ok(until.is_some_and(|until| holds_at(until, Timestamp::now())))
+        Ok(until.is_some_and(|until| holds_at(until, Timestamp::now(), self.margin)))
     }
 }
 
-fn holds_at(until: Timestamp, now: Timestamp) -> bool {
-    now.checked_add(WRITE_MARGIN).is_ok_and(|t| t < until)
+fn holds_at(until: Timestamp, now: Timestamp, margin: SignedDuration) -> bool {
+    now.checked_add(margin).is_ok_and(|t| t < until)
 }
 
 /// When `lease` expires, if `identity` holds it.
@@ -220,11 +228,29 @@ mod tests {
         let t = Timestamp::from_second(1_000_000).unwrap();
         let until = held_until(&lease("me", t, 15), "me").unwrap();
         assert_eq!(until, Timestamp::from_second(1_000_015).unwrap());
-        assert!(holds_at(until, Timestamp::from_second(1_000_012).unwrap()));
+        let margin = write_margin(15);
+        assert!(holds_at(
+            until,
+            Timestamp::from_second(1_000_013).unwrap(),
+            margin
+        ));
         assert!(
-            !holds_at(until, Timestamp::from_second(1_000_013).unwrap()),
+            !holds_at(until, Timestamp::from_second(1_000_014).unwrap(), margin),
             "inside the margin a write could land after expiry"
         );
+    }
+
+    #[test]
+    fn the_write_margin_is_shorter_than_the_renewal_grace_so_a_punctual_leader_is_never_refused() {
+        for seconds in [2, 4, 15, 60, 3600, u64::MAX] {
+            let grace = SignedDuration::from_secs((seconds.min(3600) / 3).max(1) as i64);
+            let margin = write_margin(seconds);
+            assert!(
+                margin < grace,
+                "{seconds} s lease: margin {margin:?}, grace {grace:?}"
+            );
+            assert!(margin > SignedDuration::ZERO && margin <= SignedDuration::from_secs(2));
+        }
     }
 
     #[test]

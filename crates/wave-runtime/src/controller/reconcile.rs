@@ -35,6 +35,9 @@ pub enum Outcome {
     Gone,
     /// Another replica leads; nothing was done.
     NotLeader,
+    /// This replica leads but could not confirm its lease just now (a renewal is due, or the read
+    /// failed): nothing was written; try again shortly.
+    LeaseUnconfirmed,
     /// Nothing to write.
     Noop,
     /// Required config is missing; nothing was written. A gated workload is checked again when its
@@ -59,6 +62,7 @@ impl Outcome {
         match self {
             Outcome::Gone => "gone",
             Outcome::NotLeader => "not_leader",
+            Outcome::LeaseUnconfirmed => "lease_unconfirmed",
             Outcome::Noop => "noop",
             Outcome::Blocked { .. } => "blocked",
             Outcome::Written => "written",
@@ -123,14 +127,14 @@ async fn plan_and_write(
                 return Ok(Outcome::Blocked { recheck_after });
             }
             Plan::Write(write) => write,
-            Plan::DeleteHeldPods if !may_write(ctx, id).await? => return Ok(Outcome::NotLeader),
+            Plan::DeleteHeldPods if !may_write(ctx, id).await? => return Ok(not_writing(ctx)),
             Plan::DeleteHeldPods => return held_pods::delete(ctx, &workload).await,
         };
         if let Err(wait) = ctx.limiter().reserve(id, Instant::now()) {
             return Ok(Outcome::RateLimited(wait));
         }
         if !may_write(ctx, id).await? {
-            return Ok(Outcome::NotLeader);
+            return Ok(not_writing(ctx));
         }
         let body = plan::patch_body(&workload, &write);
         match api::patch_workload(&ctx.client, id, &body).await {
@@ -176,6 +180,16 @@ async fn plan_and_write(
         workload: id.clone(),
         attempts: CONFLICT_ATTEMPTS,
     })
+}
+
+/// Why a write was not made: another replica leads (the work is dropped: the new leader checks every
+/// workload when it takes over), or this one could not confirm its lease (the work is kept).
+fn not_writing(ctx: &Context) -> Outcome {
+    if ctx.is_leader() {
+        Outcome::LeaseUnconfirmed
+    } else {
+        Outcome::NotLeader
+    }
 }
 
 /// Whether this replica may write now (see `Context::may_write`).
@@ -307,11 +321,15 @@ pub fn record(
     retry_after(result, failures)
 }
 
+/// How soon a leader that could not confirm its lease asks again.
+const LEASE_RECHECK: Duration = Duration::from_millis(250);
+
 /// When to reconcile again: when a token or the workload's controller is due, when a gate times out, or
 /// after a backoff that grows with `failures`; `None` when the workload is done until it changes.
 fn retry_after(result: &Result<Outcome, ReconcileError>, failures: u32) -> Option<Duration> {
     match result {
         Ok(Outcome::RateLimited(wait) | Outcome::Waiting(wait)) => Some(*wait),
+        Ok(Outcome::LeaseUnconfirmed) => Some(LEASE_RECHECK),
         Ok(Outcome::Blocked { recheck_after }) => *recheck_after,
         Ok(_) => None,
         Err(_) => Some(backoff(failures)),
@@ -339,6 +357,11 @@ mod tests {
         let wait = Duration::from_millis(250);
         assert_eq!(retry_after(&Ok(Outcome::RateLimited(wait)), 0), Some(wait));
         assert_eq!(retry_after(&Ok(Outcome::Waiting(wait)), 0), Some(wait));
+        assert_eq!(
+            retry_after(&Ok(Outcome::LeaseUnconfirmed), 0),
+            Some(LEASE_RECHECK),
+            "a leader that could not confirm its lease keeps the work"
+        );
         assert_eq!(
             retry_after(
                 &Ok(Outcome::Blocked {

@@ -82,10 +82,14 @@ pub async fn mutate(
                     // After the response: the apiserver's timeout is not spent on Events.
                     let ctx = ctx.clone();
                     tokio::spawn(async move {
-                        let n = notice;
-                        ctx.events
-                            .publish(&n.workload, n.type_, n.reason, n.action, n.note)
-                            .await;
+                        let Notice {
+                            workload,
+                            type_,
+                            reason,
+                            action,
+                            note,
+                        } = notice;
+                        ctx.events.publish(&workload, type_, reason, action, note).await;
                     });
                 }
                 (decision.label, r)
