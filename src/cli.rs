@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
+use wave_core::duration::parse_go_duration;
 use wave_core::ratelimit;
 use wave_runtime::config::{
     BindAddress, CertificateSource, Config, LeaderElection, LogFormat, SecretName, WebhookConfig,
@@ -238,6 +239,25 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_MAX_GATE_DURATION", default_value = "10m", value_parser = parse_go_duration)]
     pub max_gate_duration: Duration,
 
+    /// The least time between two config-triggered rollouts of one workload: the first change rolls at
+    /// once, later ones within the interval are merged into one rollout at its end (Go duration; `0`
+    /// turns this off). Annotation `wave.pusher.com/min-rollout-interval` overrides it per workload.
+    #[arg(long, env = "WAVE_MIN_ROLLOUT_INTERVAL", default_value = "5s", value_parser = parse_go_duration)]
+    pub min_rollout_interval: Duration,
+
+    /// A ConfigMap or Secret that changes more than this many times within --flap-window is flapping:
+    /// its changes roll nothing until it has been quiet for --flap-quiet. `0` turns this off.
+    #[arg(long, env = "WAVE_FLAP_THRESHOLD", default_value_t = 10)]
+    pub flap_threshold: usize,
+
+    /// The window --flap-threshold counts changes in (Go duration).
+    #[arg(long, env = "WAVE_FLAP_WINDOW", default_value = "10m", value_parser = parse_go_duration)]
+    pub flap_window: Duration,
+
+    /// How long a flapping object must stay unchanged before its final value rolls, once (Go duration).
+    #[arg(long, env = "WAVE_FLAP_QUIET", default_value = "5m", value_parser = parse_go_duration)]
+    pub flap_quiet: Duration,
+
     /// Key the config hash: HMAC-SHA256 under the `hash-key` of this Secret (NAMESPACE/NAME), so no pod
     /// template carries a digest of a Secret that can be guessed offline. Changes every hash once.
     #[arg(long, env = "WAVE_HASH_KEY_SECRET", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
@@ -290,6 +310,12 @@ impl RunArgs {
             }),
             max_gate_duration: self.max_gate_duration,
             hash_key_secret: self.hash_key_secret.clone(),
+            min_rollout_interval: self.min_rollout_interval,
+            flap: wave_core::flap::FlapPolicy {
+                threshold: self.flap_threshold,
+                window: self.flap_window,
+                quiet: self.flap_quiet,
+            },
         }
     }
 
@@ -382,42 +408,6 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Parses a Go duration: a sequence of decimal numbers with units `ns`, `us`, `µs`, `ms`, `s`, `m`, `h`
-/// (`10h`, `1h30m`, `1.5h`, `300ms`). `0` alone is allowed.
-pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
-    let err = || format!("{s:?} is not a Go duration (e.g. 10h, 1h30m, 300ms)");
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut rest = s.strip_prefix('+').unwrap_or(s);
-    if rest.is_empty() || rest.starts_with('-') {
-        return Err(err());
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(err)?;
-        let value: f64 = rest[..num_len].parse().map_err(|_| err())?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(err()),
-        };
-        total += value * seconds;
-        rest = &rest[unit_len..];
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| err())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,18 +423,6 @@ mod tests {
         {
             Command::Run(run) => *run,
             other => panic!("expected run, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn go_durations_parse_like_go() {
-        assert_eq!(parse_go_duration("10h"), Ok(Duration::from_secs(36_000)));
-        assert_eq!(parse_go_duration("1h30m"), Ok(Duration::from_secs(5_400)));
-        assert_eq!(parse_go_duration("1.5h"), Ok(Duration::from_secs(5_400)));
-        assert_eq!(parse_go_duration("300ms"), Ok(Duration::from_millis(300)));
-        assert_eq!(parse_go_duration("0"), Ok(Duration::ZERO));
-        for bad in ["", "10", "h", "5x", "-1s", "1h-30m"] {
-            assert!(parse_go_duration(bad).is_err(), "{bad:?} must be rejected");
         }
     }
 

@@ -98,6 +98,10 @@ impl Replica {
                 "--leader-election".into(),
                 format!("--leader-election-lease-duration={LEASE_SECONDS}"),
                 format!("--leader-election-namespace={NS}"),
+                // Every ConfigMap here changes far more often than the default flap threshold allows,
+                // so the breaker holds most rollouts; a short quiet period lets the end state settle
+                // within the 120 s the soak waits, with the breaker still on.
+                "--flap-quiet=10s".into(),
                 format!("--metrics-bind-address=127.0.0.1:{metrics_port}"),
                 format!("--health-bind-address=127.0.0.1:{}", testenv::free_port()),
                 "--log-level=warn".into(),

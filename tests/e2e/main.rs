@@ -11,5 +11,6 @@ mod image;
 mod lifecycle;
 mod operations;
 mod rollouts;
+mod safety;
 mod ship;
 mod webhook;

@@ -7,6 +7,7 @@
 //!                                                      └─► admission::decide ─► Mutation ─► admission::patch_ops
 //! tracker::Tracker (watch events → view + index::RefIndex → workloads to wake)
 //! queue::QueueState (dedupe, one reconcile per key at a time)   ratelimit::TokenBucket (global writes)
+//! coalesce::Coalescer (one rollout per workload per interval)   flap::FlapDetector (flapping config)
 //! manifest (wave hash: rendered manifests)   impact (wave impact: would a change roll this workload)
 //! ```
 //!
@@ -19,6 +20,9 @@
 #![deny(rust_2018_idioms)]
 
 pub mod admission;
+pub mod coalesce;
+pub mod duration;
+pub mod flap;
 pub mod hash;
 pub mod impact;
 pub mod index;

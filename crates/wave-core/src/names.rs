@@ -10,6 +10,9 @@ pub const CONFIG_HASH: &str = "wave.pusher.com/config-hash";
 pub const EXTRA_CONFIGMAPS: &str = "wave.pusher.com/extra-configmaps";
 /// Comma-separated `name` or `namespace/name` of extra Secrets (optional, all keys).
 pub const EXTRA_SECRETS: &str = "wave.pusher.com/extra-secrets";
+/// Workload annotation: the least time between two config-triggered rollouts of it (Go duration; `0`
+/// turns coalescing off). Overrides `--min-rollout-interval`.
+pub const MIN_ROLLOUT_INTERVAL: &str = "wave.pusher.com/min-rollout-interval";
 /// Written by Wave's webhook when it gated scheduling; the value is the original `schedulerName`.
 pub const SCHEDULING_DISABLED: &str = "wave.pusher.com/scheduling-disabled";
 /// The fake scheduler name Wave's webhook uses to hold pods.
@@ -48,6 +51,12 @@ pub mod reason {
     pub const HELD_PODS_DELETED: &str = "HeldPodsDeleted";
     /// Warning: the scheduling gate was held longer than `--max-gate-duration` and was released.
     pub const GATE_TIMED_OUT: &str = "GateTimedOut";
+    /// Warning, on a config object and on each workload it holds back: it changes so often that its
+    /// changes roll nothing until it is quiet.
+    pub const CONFIG_FLAPPING: &str = "ConfigFlapping";
+    /// Normal, on a config object and on each workload it held back: it has been quiet, and its final
+    /// value rolled once.
+    pub const CONFIG_SETTLED: &str = "ConfigSettled";
 }
 
 /// Event `action` values (events.k8s.io/v1 requires one).
@@ -58,4 +67,6 @@ pub mod action {
     pub const CHECK_CONFIG: &str = "CheckConfig";
     /// Holding or releasing pods with the scheduling gate.
     pub const GATE_SCHEDULING: &str = "GateScheduling";
+    /// Holding a rollout back, or letting it go.
+    pub const HOLD_ROLLOUT: &str = "HoldRollout";
 }

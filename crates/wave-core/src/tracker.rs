@@ -136,6 +136,9 @@ pub struct Effects {
     pub enqueue: Vec<WorkloadRef>,
     /// Whether `enqueue` was caused by a config object change (for the latency metric).
     pub config_triggered: bool,
+    /// Referenced config objects that changed (created, updated or deleted) after the first list: what
+    /// the flap breaker counts.
+    pub changed_configs: Vec<ConfigKey>,
     /// Config objects whose cached content is no longer needed.
     pub evict: Vec<ConfigKey>,
     /// Workloads that no longer exist: whatever was remembered about them is to be forgotten.
@@ -360,7 +363,10 @@ impl Tracker {
         }
         let before = fx.enqueue.len();
         fx.enqueue.extend(self.index.dependents(key).cloned());
-        fx.config_triggered |= fx.enqueue.len() > before;
+        if fx.enqueue.len() > before {
+            fx.config_triggered = true;
+            fx.changed_configs.push(key.clone());
+        }
     }
 
     fn mark_synced(&mut self, scope: Scope, fx: &mut Effects) {
@@ -504,6 +510,11 @@ mod tests {
         let fx = t.apply(Change::Config(scope(CONFIGMAPS), Event::Apply(cm_meta("x", "2"))));
         assert_eq!(names_of(&fx), ["a"]);
         assert!(fx.config_triggered);
+        assert_eq!(
+            fx.changed_configs.len(),
+            1,
+            "the change is named for the flap breaker"
+        );
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub struct Config {
     pub max_gate_duration: Duration,
     /// The Secret whose `hash-key` keys the config hash (HMAC-SHA256); `None` keeps Wave's SHA-256.
     pub hash_key_secret: Option<SecretName>,
+    /// The least time between two config-triggered rollouts of one workload (zero: no coalescing).
+    pub min_rollout_interval: Duration,
+    /// When a config object counts as flapping.
+    pub flap: wave_core::flap::FlapPolicy,
 }
 
 /// `NAMESPACE/NAME` of a Secret.

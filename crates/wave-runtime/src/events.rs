@@ -1,4 +1,4 @@
-//! Kubernetes Events (events.k8s.io/v1) about workloads.
+//! Kubernetes Events (events.k8s.io/v1) about workloads and the config objects they use.
 //!
 //! NOTE: kube's `Recorder` aggregates repeats into an EventSeries keyed by reason and object but not by
 //! note (kube-runtime `events.rs`, `get_event_key`), so a second `ConfigChanged` would only bump the
@@ -14,6 +14,7 @@ use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
 
 use wave_core::names;
+use wave_core::refs::ConfigKey;
 use wave_core::workload::Workload;
 
 use crate::api::describe;
@@ -50,13 +51,55 @@ impl EventPublisher {
         action: &str,
         note: String,
     ) {
-        let now = Timestamp::now();
         let id = &workload.id;
+        let regarding = ObjectReference {
+            api_version: Some(id.kind.info().api_version.into()),
+            kind: Some(id.kind.as_str().into()),
+            namespace: Some(id.namespace.clone()),
+            name: Some(id.name.clone()),
+            uid: Some(workload.uid.clone()),
+            ..Default::default()
+        };
+        self.create(regarding, type_, reason, action, note).await;
+    }
+
+    /// Creates one Event about a ConfigMap or Secret (logged, not returned, on failure).
+    pub async fn publish_config(
+        &self,
+        key: &ConfigKey,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let regarding = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some(key.kind.kind().into()),
+            namespace: Some(key.namespace.clone()),
+            name: Some(key.name.clone()),
+            ..Default::default()
+        };
+        self.create(regarding, type_, reason, action, note).await;
+    }
+
+    async fn create(
+        &self,
+        regarding: ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let now = Timestamp::now();
+        let (namespace, name) = (
+            regarding.namespace.clone().unwrap_or_default(),
+            regarding.name.clone().unwrap_or_default(),
+        );
         let event = Event {
             metadata: ObjectMeta {
                 // Unique per publish: the object name plus the time in nanoseconds, as kubectl does.
-                name: Some(format!("{}.{:x}", id.name, now.as_nanosecond())),
-                namespace: Some(id.namespace.clone()),
+                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+                namespace: Some(namespace.clone()),
                 ..Default::default()
             },
             event_time: Some(MicroTime(now)),
@@ -69,21 +112,14 @@ impl EventPublisher {
             note: Some(fit_note(note)),
             reporting_controller: Some(names::CONTROLLER_NAME.into()),
             reporting_instance: Some(self.instance.clone()),
-            regarding: Some(ObjectReference {
-                api_version: Some(id.kind.info().api_version.into()),
-                kind: Some(id.kind.as_str().into()),
-                namespace: Some(id.namespace.clone()),
-                name: Some(id.name.clone()),
-                uid: Some(workload.uid.clone()),
-                ..Default::default()
-            }),
+            regarding: Some(regarding),
             ..Default::default()
         };
-        if let Err(e) = Api::<Event>::namespaced(self.client.clone(), &id.namespace)
+        if let Err(e) = Api::<Event>::namespaced(self.client.clone(), &namespace)
             .create(&PostParams::default(), &event)
             .await
         {
-            tracing::warn!(workload = %id, reason, error = %describe(&e), "could not publish Event");
+            tracing::warn!(object = %format!("{namespace}/{name}"), reason, error = %describe(&e), "could not publish Event");
         }
     }
 }

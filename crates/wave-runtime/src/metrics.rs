@@ -80,6 +80,10 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Admission requests by result.
     pub webhook_requests: Family<WebhookLabels, Counter>,
+    /// Config objects whose changes roll nothing because they flap.
+    pub config_flapping: Gauge,
+    /// Flapping episodes that began.
+    pub flap_episodes: Counter,
 }
 
 impl Metrics {
@@ -101,6 +105,8 @@ impl Metrics {
             watch_errors: Family::default(),
             leader: Gauge::default(),
             webhook_requests: Family::default(),
+            config_flapping: Gauge::default(),
+            flap_episodes: Counter::default(),
         };
         let r = registry.sub_registry_with_prefix("wave");
         r.register(
@@ -165,6 +171,16 @@ impl Metrics {
             "webhook_requests",
             "Admission requests by result (error: admitted unmodified)",
             m.webhook_requests.clone(),
+        );
+        r.register(
+            "config_flapping",
+            "Config objects flapping now: their changes roll nothing until they are quiet",
+            m.config_flapping.clone(),
+        );
+        r.register(
+            "config_flap_episodes",
+            "Times a config object started flapping",
+            m.flap_episodes.clone(),
         );
         m
     }

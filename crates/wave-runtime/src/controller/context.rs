@@ -1,12 +1,16 @@
 //! The one `Context` built at startup and handed to every task.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use kube::Client;
+use wave_core::coalesce::Coalescer;
+use wave_core::flap::{FlapDetector, FlapPolicy};
 use wave_core::hash::Hashing;
 use wave_core::ratelimit::TokenBucket;
+use wave_core::refs::ConfigKey;
 use wave_core::tracker::Tracker;
 use wave_core::workload::WorkloadRef;
 
@@ -46,6 +50,16 @@ pub struct Context {
     pub max_gate: Duration,
     /// How the config hash is computed (keyed with `--hash-key-secret`).
     pub hashing: Hashing,
+    /// When each workload last rolled, for coalescing.
+    pub coalescer: Mutex<Coalescer<WorkloadRef>>,
+    /// `--min-rollout-interval`.
+    pub min_rollout_interval: Duration,
+    /// The flap breaker.
+    pub flaps: Mutex<FlapDetector<ConfigKey, WorkloadRef>>,
+    /// Its policy, for messages.
+    pub flap_policy: FlapPolicy,
+    /// Workloads a flapping object held back and that are owed a `ConfigSettled` Event with their write.
+    pub settled: Mutex<BTreeSet<WorkloadRef>>,
 }
 
 impl Context {
@@ -64,6 +78,21 @@ impl Context {
             Some(lease) => lease.confirm().await,
             None => Ok(true),
         }
+    }
+
+    /// The coalescer (short critical sections).
+    pub fn coalescer(&self) -> MutexGuard<'_, Coalescer<WorkloadRef>> {
+        self.coalescer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The flap breaker (short critical sections).
+    pub fn flaps(&self) -> MutexGuard<'_, FlapDetector<ConfigKey, WorkloadRef>> {
+        self.flaps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Workloads owed a `ConfigSettled` Event.
+    pub fn settled(&self) -> MutexGuard<'_, BTreeSet<WorkloadRef>> {
+        self.settled.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The write bucket (short critical sections, never held across `.await`).

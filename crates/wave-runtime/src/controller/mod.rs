@@ -27,6 +27,7 @@ use futures::stream::BoxStream;
 use kube::Client;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
+use wave_core::flap::{FlapDetector, Observed};
 use wave_core::hash::Hashing;
 use wave_core::ratelimit::TokenBucket;
 use wave_core::tracker::{Change, Tracker};
@@ -38,9 +39,10 @@ use self::context::Context;
 use self::workqueue::WorkQueue;
 use crate::config::Config;
 use crate::error::{ReconcileError, RunError};
-use crate::events::EventPublisher;
+use crate::events::{EventPublisher, EventType};
 use crate::metrics::Metrics;
 use crate::{admin, api, lease, telemetry, webhook};
+use wave_core::names::{action, reason};
 
 /// Runs the controller until SIGTERM/SIGINT (Ok) or until the lease is lost (Err).
 pub async fn run(config: Config) -> Result<(), RunError> {
@@ -86,6 +88,11 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         missing: MissingReports::new(metrics.waiting_for_config.clone()),
         max_gate: config.max_gate_duration,
         hashing,
+        coalescer: Mutex::default(),
+        min_rollout_interval: config.min_rollout_interval,
+        flaps: Mutex::new(FlapDetector::new(config.flap)),
+        flap_policy: config.flap,
+        settled: Mutex::default(),
     });
     if config.leader_election.is_none() {
         metrics.leader.set(1);
@@ -161,6 +168,14 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
         }
         for id in &fx.deleted {
             ctx.missing.forget(id);
+            ctx.coalescer().forget(id);
+            ctx.settled().remove(id);
+        }
+        for key in &fx.changed_configs {
+            let observed = ctx.flaps().observe(key, seen);
+            if observed == Observed::Started {
+                flap_started(&ctx, key);
+            }
         }
         if fx.became_ready {
             tracing::info!(
@@ -176,6 +191,31 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
             ctx.queue.add(id, triggered);
         }
     }
+}
+
+/// A config object started flapping: one Warning on the object, and the metrics.
+fn flap_started(ctx: &Arc<Context>, key: &wave_core::refs::ConfigKey) {
+    let count = ctx.flaps().flapping_count();
+    ctx.metrics.config_flapping.set(count as i64);
+    ctx.metrics.flap_episodes.inc();
+    let policy = ctx.flap_policy;
+    let note = format!(
+        "{key} changed more than {} times within {:?}: it is flapping, and its changes roll nothing until it has been unchanged for {:?}; then its final value rolls once.",
+        policy.threshold, policy.window, policy.quiet
+    );
+    tracing::warn!(config = %key, "{note}");
+    let (ctx, key) = (ctx.clone(), key.clone());
+    tokio::spawn(async move {
+        ctx.events
+            .publish_config(
+                &key,
+                EventType::Warning,
+                reason::CONFIG_FLAPPING,
+                action::HOLD_ROLLOUT,
+                note,
+            )
+            .await;
+    });
 }
 
 /// Consecutive failures per workload, shared by the workers, for exponential backoff.

@@ -4,7 +4,9 @@
 //! leader? ─► view from the tracker ─► refs (core) ─► content cache ─► plan (core)
 //!   Noop    ─► done
 //!   Blocked ─► one Warning Event per distinct missing set; woken again when the config appears
-//!   Write   ─► token (global bucket; none ⇒ a place in line, requeued for when it is due)
+//!   Write   ─► a rollout? held while a config object it uses flaps (`flap`), else coalesced to one
+//!              per --min-rollout-interval (`coalesce`): requeued for when it may roll
+//!           ─► token (global bucket; none ⇒ a place in line, requeued for when it is due)
 //!           ─► lease still held? (`lease::LeaseCheck`; no ⇒ NotLeader) ─► PATCH (merge patch,
 //!              field manager `wave`, guarded by resourceVersion) ─► Events after success
 //!              409 ⇒ re-read the workload and re-plan at once
@@ -13,9 +15,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use wave_core::coalesce;
 use wave_core::hash::missing_message;
 use wave_core::names::{self, action, reason};
 use wave_core::plan::{self, GateReason, Plan, Write};
+use wave_core::refs::References;
 use wave_core::workload::{Workload, WorkloadRef};
 
 use super::context::Context;
@@ -50,6 +54,10 @@ pub enum Outcome {
     Written,
     /// No write token: try again after this long.
     RateLimited(Duration),
+    /// The workload rolled less than its minimum interval ago: roll, with the final hash, after this long.
+    Coalesced(Duration),
+    /// A config object it uses is flapping: look again once that has been quiet, after this long.
+    HeldFlapping(Duration),
     /// The pods held by a released gate were deleted, and the mark removed.
     HeldPodsDeleted,
     /// The workload's controller has not yet seen wave's last write: look again after this long.
@@ -67,6 +75,8 @@ impl Outcome {
             Outcome::Blocked { .. } => "blocked",
             Outcome::Written => "written",
             Outcome::RateLimited(_) => "rate_limited",
+            Outcome::Coalesced(_) => "coalesced",
+            Outcome::HeldFlapping(_) => "held_flapping",
             Outcome::HeldPodsDeleted => "held_pods_deleted",
             Outcome::Waiting(_) => "waiting",
         }
@@ -130,6 +140,11 @@ async fn plan_and_write(
             Plan::DeleteHeldPods if !may_write(ctx, id).await? => return Ok(not_writing(ctx)),
             Plan::DeleteHeldPods => return held_pods::delete(ctx, &workload).await,
         };
+        if is_rollout(&workload, &write)
+            && let Some(outcome) = hold_back(ctx, &workload, &refs).await
+        {
+            return Ok(outcome);
+        }
         if let Err(wait) = ctx.limiter().reserve(id, Instant::now()) {
             return Ok(Outcome::RateLimited(wait));
         }
@@ -182,6 +197,83 @@ async fn plan_and_write(
     })
 }
 
+/// Whether `write` rolls the workload because its config changed: a new hash on a workload that had
+/// one, with no scheduling to restore or gate to release (those are never delayed).
+fn is_rollout(workload: &Workload, write: &Write) -> bool {
+    write.hash.is_some()
+        && workload.current_hash().is_some()
+        && write.release_gate.is_none()
+        && write.restore_scheduler.is_none()
+}
+
+/// Whether a rollout waits: while a config object the workload uses flaps, or until its minimum
+/// interval since its last rollout has passed.
+async fn hold_back(ctx: &Context, workload: &Workload, refs: &References) -> Option<Outcome> {
+    let now = Instant::now();
+    settle_flaps(ctx, now).await;
+    let keys = refs.keys();
+    let held = ctx.flaps().held_until(keys.iter(), now);
+    if let Some((object, until)) = held {
+        let first = ctx.flaps().hold(&object, &workload.id);
+        if first {
+            let note = format!(
+                "Held back: {object} is flapping (it changed more than {} times within {:?}). Its final value rolls once it has been unchanged for {:?}.",
+                ctx.flap_policy.threshold, ctx.flap_policy.window, ctx.flap_policy.quiet
+            );
+            tracing::warn!(workload = %workload.id, config = %object, "rollout held back: config flapping");
+            ctx.events
+                .publish(
+                    workload,
+                    EventType::Warning,
+                    reason::CONFIG_FLAPPING,
+                    action::HOLD_ROLLOUT,
+                    note,
+                )
+                .await;
+        }
+        return Some(Outcome::HeldFlapping(until.saturating_duration_since(now)));
+    }
+    let (interval, ignored) = coalesce::interval(&workload.annotations, ctx.min_rollout_interval);
+    if let Some(why) = ignored {
+        tracing::warn!(workload = %workload.id, "{why}");
+    }
+    let wait = ctx.coalescer().check(&workload.id, now, interval).err()?;
+    tracing::debug!(workload = %workload.id, ?wait, "rollout coalesced");
+    Some(Outcome::Coalesced(wait))
+}
+
+/// Ends the flapping episodes whose quiet period is over: one `ConfigSettled` on each object; the
+/// workloads they held get theirs with their write.
+async fn settle_flaps(ctx: &Context, now: Instant) {
+    let settled = ctx.flaps().settle(now);
+    if settled.is_empty() {
+        return;
+    }
+    ctx.metrics
+        .config_flapping
+        .set(ctx.flaps().flapping_count() as i64);
+    for s in settled {
+        ctx.settled().extend(s.held.iter().cloned());
+        let note = format!(
+            "{} has not changed for {:?} after {} changes while flapping: its final value now rolls, once, to the {} workloads it held back.",
+            s.object,
+            ctx.flap_policy.quiet,
+            s.changes,
+            s.held.len()
+        );
+        tracing::info!(config = %s.object, "config settled");
+        ctx.events
+            .publish_config(
+                &s.object,
+                EventType::Normal,
+                reason::CONFIG_SETTLED,
+                action::HOLD_ROLLOUT,
+                note,
+            )
+            .await;
+    }
+}
+
 /// Why a write was not made: another replica leads (the work is dropped: the new leader checks every
 /// workload when it takes over), or this one could not confirm its lease (the work is kept).
 fn not_writing(ctx: &Context) -> Outcome {
@@ -206,6 +298,19 @@ async fn may_write(ctx: &Context, id: &WorkloadRef) -> Result<bool, ReconcileErr
 async fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggered: Option<Instant>) {
     let kind = workload.id.kind.as_str();
     if let Some(hash) = &write.hash {
+        ctx.coalescer().record(&workload.id, Instant::now());
+        if ctx.settled().remove(&workload.id) {
+            let note = format!("The config that held this workload back settled; it rolled once, to {hash}.");
+            ctx.events
+                .publish(
+                    workload,
+                    EventType::Normal,
+                    reason::CONFIG_SETTLED,
+                    action::HOLD_ROLLOUT,
+                    note,
+                )
+                .await;
+        }
         ctx.metrics.rollouts.get_or_create(&KindLabel { kind }).inc();
         if let Some(t) = triggered {
             ctx.metrics
@@ -328,7 +433,12 @@ const LEASE_RECHECK: Duration = Duration::from_millis(250);
 /// after a backoff that grows with `failures`; `None` when the workload is done until it changes.
 fn retry_after(result: &Result<Outcome, ReconcileError>, failures: u32) -> Option<Duration> {
     match result {
-        Ok(Outcome::RateLimited(wait) | Outcome::Waiting(wait)) => Some(*wait),
+        Ok(
+            Outcome::RateLimited(wait)
+            | Outcome::Waiting(wait)
+            | Outcome::Coalesced(wait)
+            | Outcome::HeldFlapping(wait),
+        ) => Some(*wait),
         Ok(Outcome::LeaseUnconfirmed) => Some(LEASE_RECHECK),
         Ok(Outcome::Blocked { recheck_after }) => *recheck_after,
         Ok(_) => None,

@@ -1,0 +1,173 @@
+//! Safe rollouts: bursts coalesced into one rollout, flapping config held back until it settles.
+
+use serde_json::{Value, json};
+use testenv::{cluster, wait_for};
+use wave_core::workload::WorkloadKind;
+
+use crate::harness::*;
+
+/// The hash `wave explain` computes from the workload's current config.
+fn desired_hash(ns: &str, kind: WorkloadKind) -> String {
+    let target = format!("{}/{}", kind.as_str().to_lowercase(), name(kind));
+    let (code, out, err) = run_wave(
+        &["explain", &target, "-n", ns, "-o", "json"],
+        Some(&cluster().kubeconfig()),
+    );
+    assert_eq!(code, 0, "wave explain {target}: {err}");
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    v["desired_hash"].as_str().expect("a desired hash").to_string()
+}
+
+async fn wait_final(client: &kube::Client, ns: &str, kind: WorkloadKind) {
+    let desired = desired_hash(ns, kind);
+    wait_for(&format!("{kind} to carry {desired}"), TIMEOUT, || async {
+        (hash_of(client, ns, kind, &name(kind)).await.as_deref() == Some(desired.as_str())).then_some(())
+    })
+    .await;
+}
+
+fn writes_of(wave: &Wave, kind: WorkloadKind) -> u64 {
+    wave.metric(
+        "wave_reconciles_total",
+        &["result=\"written\"", &format!("kind=\"{}\"", kind.as_str())],
+    ) as u64
+}
+
+#[tokio::test]
+async fn a_burst_of_ten_changes_rolls_each_workload_at_most_twice_and_ends_on_the_final_hash() {
+    let (client, ns) = setup("burst").await;
+    create_configmap(&client, &ns, "cfg", json!({"v": "0"})).await;
+    let wave = Wave::start(&[&ns], &["--update-rate=inf", "--min-rollout-interval=5s"]).await;
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
+    create_every_kind(&client, &ns, opted_in(&[]), spec).await;
+    for kind in WorkloadKind::BUILT_IN {
+        wait_hash_change(&client, &ns, kind, &name(kind), None).await;
+    }
+    wave.expect_writes(3, "each workload hashed once").await;
+
+    // Each change is handled before the next is made, as a burst spread over a couple of seconds
+    // would be: without coalescing, each would roll every workload.
+    let handled = || wave.metric("wave_reconciles_total", &[]);
+    for v in 1..=10 {
+        let before = handled();
+        patch_configmap(&client, &ns, "cfg", json!({"data": {"v": v.to_string()}})).await;
+        wait_for("wave to handle the change", TIMEOUT, || async {
+            (handled() >= before + 3.0).then_some(())
+        })
+        .await;
+    }
+    for kind in WorkloadKind::BUILT_IN {
+        wait_final(&client, &ns, kind).await;
+    }
+    for kind in WorkloadKind::BUILT_IN {
+        let burst = writes_of(&wave, kind) - 1;
+        assert!(
+            (1..=2).contains(&burst),
+            "{kind}: the burst rolled it {burst} times"
+        );
+    }
+    assert!(wave.metric("wave_reconciles_total", &["result=\"coalesced\""]) > 0.0);
+}
+
+#[tokio::test]
+async fn with_a_minimum_interval_of_zero_every_change_rolls_as_before() {
+    let (client, ns) = setup("no-coalesce").await;
+    create_configmap(&client, &ns, "cfg", json!({"v": "0"})).await;
+    // The flag keeps its default; the workload's annotation turns coalescing off for it.
+    let wave = Wave::start(&[&ns], &["--update-rate=inf", "--min-rollout-interval=1h"]).await;
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
+    let kind = WorkloadKind::DEPLOYMENT;
+    let annotations = opted_in(&[("wave.pusher.com/min-rollout-interval", "0")]);
+    create_workload(&client, &ns, kind, &name(kind), annotations, spec).await;
+    let mut hash = wait_hash_change(&client, &ns, kind, &name(kind), None).await;
+    for v in 1..=5 {
+        patch_configmap(&client, &ns, "cfg", json!({"data": {"v": v.to_string()}})).await;
+        hash = wait_hash_change(&client, &ns, kind, &name(kind), Some(&hash)).await;
+    }
+    wave.expect_writes(6, "every change rolled").await;
+    assert_eq!(
+        wave.metric("wave_reconciles_total", &["result=\"coalesced\""]),
+        0.0
+    );
+}
+
+#[tokio::test]
+async fn a_flapping_secret_rolls_nothing_until_it_settles_then_rolls_once_with_its_final_value() {
+    let (client, ns) = setup("flap").await;
+    create_secret(&client, &ns, "token", json!({"t": "0"})).await;
+    let wave = Wave::start(
+        &[&ns],
+        &[
+            "--update-rate=inf",
+            "--min-rollout-interval=0",
+            "--flap-threshold=5",
+            "--flap-window=30s",
+            "--flap-quiet=5s",
+        ],
+    )
+    .await;
+    let spec = pod_spec(
+        json!({"env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "token", "key": "t"}}}]}),
+        json!({}),
+    );
+    let kind = WorkloadKind::DEPLOYMENT;
+    create_workload(&client, &ns, kind, &name(kind), opted_in(&[]), spec).await;
+    let mut hash = wait_hash_change(&client, &ns, kind, &name(kind), None).await;
+    // Five changes within the window roll, one by one.
+    for v in 1..=5 {
+        patch_secret(&client, &ns, "token", json!({"stringData": {"t": v.to_string()}})).await;
+        hash = wait_hash_change(&client, &ns, kind, &name(kind), Some(&hash)).await;
+    }
+    // The sixth makes it flap; it and seven more roll nothing.
+    let triggers = || wave.metric("wave_config_triggers_total", &[]);
+    for v in 6..=13 {
+        let before = triggers();
+        patch_secret(&client, &ns, "token", json!({"stringData": {"t": v.to_string()}})).await;
+        wait_for("wave to see the change", TIMEOUT, || async {
+            (triggers() > before).then_some(())
+        })
+        .await;
+    }
+    wait_for(
+        "the flapping Warning on the Secret and the workload",
+        TIMEOUT,
+        || async {
+            let on = |name: &'static str| {
+                let client = client.clone();
+                let ns = ns.clone();
+                async move {
+                    events_for(&client, &ns, name)
+                        .await
+                        .into_iter()
+                        .any(|(t, r, _)| t == "Warning" && r == "ConfigFlapping")
+                }
+            };
+            (on("token").await && on("deployment").await).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(wave.metric("wave_config_flapping", &[]), 1.0);
+    assert_eq!(
+        hash_of(&client, &ns, kind, &name(kind)).await.as_deref(),
+        Some(hash.as_str()),
+        "nothing rolled while it flapped"
+    );
+    assert_eq!(wave.writes(), 6, "no write while it flapped");
+
+    // Quiet for 5 s: one write, with the final value, and a ConfigSettled on both.
+    wait_final(&client, &ns, kind).await;
+    wait_for(
+        "ConfigSettled on the Secret and the workload",
+        TIMEOUT,
+        || async {
+            let settled =
+                |events: Vec<(String, String, String)>| events.iter().any(|(_, r, _)| r == "ConfigSettled");
+            (settled(events_for(&client, &ns, "token").await)
+                && settled(events_for(&client, &ns, "deployment").await))
+            .then_some(())
+        },
+    )
+    .await;
+    wave.expect_writes(7, "exactly one write once it settled").await;
+    assert_eq!(wave.metric("wave_config_flapping", &[]), 0.0);
+}
