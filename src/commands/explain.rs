@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use wave_core::hash::{Fetched, Hashing, config_hash, missing_message};
-use wave_core::names;
+use wave_core::names::{self, reason};
 use wave_core::plan::{self, Plan};
 use wave_core::refs::{self, Keys};
 use wave_core::workload::{WorkloadKind, WorkloadRef};
@@ -104,6 +104,23 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
         None => Hashing::Plain,
     };
     let desired = config_hash(&ns, &refs, &fetched, &hashing);
+    // Whether wave holds the rollout back: its last word on that is an Event (the controller's state is
+    // in its memory; the Events are what it tells the cluster).
+    let hold = api::wave_events(&client, &id, &[reason::CONFIG_FLAPPING, reason::CONFIG_SETTLED])
+        .await
+        .map_err(|e| CommandError::Cluster {
+            what: format!("reading the Events of {id}"),
+            source: Box::new(e),
+        })?
+        .pop()
+        .filter(|e| e.reason.as_deref() == Some(reason::CONFIG_FLAPPING))
+        .map(|e| {
+            let since = e.event_time.map(|t| t.0.to_string()).unwrap_or_default();
+            format!(
+                "held: config flapping since {since}: {}",
+                e.note.unwrap_or_default()
+            )
+        });
     let (status, reason, desired_hash) = if !workload.is_opted_in() {
         (
             "ignored",
@@ -123,6 +140,9 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
                 Some(desired),
             ),
             Plan::Blocked { missing, .. } => ("waiting", missing_message(&missing), None),
+            Plan::Write(w) if w.hash.is_some() && workload.current_hash().is_some() && hold.is_some() => {
+                ("held", hold.unwrap_or_default(), Some(desired))
+            }
             Plan::Write(w) if w.hash.is_some() => (
                 "rollout-pending",
                 match workload.current_hash() {

@@ -153,6 +153,20 @@ async fn a_flapping_secret_rolls_nothing_until_it_settles_then_rolls_once_with_i
         "nothing rolled while it flapped"
     );
     assert_eq!(wave.writes(), 6, "no write while it flapped");
+    let (code, out, err) = run_wave(
+        &["explain", "deployment/deployment", "-n", &ns, "-o", "json"],
+        Some(&cluster().kubeconfig()),
+    );
+    assert_eq!(code, 0, "{err}");
+    let explained: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(explained["status"], "held", "{out}");
+    assert!(
+        explained["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("held: config flapping since "),
+        "{out}"
+    );
 
     // Quiet for 5 s: one write, with the final value, and a ConfigSettled on both.
     wait_final(&client, &ns, kind).await;

@@ -115,6 +115,30 @@ pub async fn fetch_content(
     })
 }
 
+/// The Events about a workload that wave reported with one of `reasons`, oldest first.
+pub async fn wave_events(
+    client: &Client,
+    id: &WorkloadRef,
+    reasons: &[&str],
+) -> Result<Vec<k8s_openapi::api::events::v1::Event>, kube::Error> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &id.namespace);
+    let mut events: Vec<_> = api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.reporting_controller.as_deref() == Some(names::CONTROLLER_NAME))
+        .filter(|e| e.reason.as_deref().is_some_and(|r| reasons.contains(&r)))
+        .filter(|e| {
+            e.regarding.as_ref().is_some_and(|r| {
+                r.name.as_deref() == Some(id.name.as_str()) && r.kind.as_deref() == Some(id.kind.as_str())
+            })
+        })
+        .collect();
+    events.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    Ok(events)
+}
+
 /// Why the key of the keyed hash could not be read. Never carries the key.
 #[derive(Debug, thiserror::Error)]
 pub enum HashKeyError {
