@@ -179,7 +179,8 @@ impl Report {
             self.commit, self.date, self.machine, self.sizes
         );
         let mut current = "";
-        for row in self.rows() {
+        let rows = if names.is_empty() { Vec::new() } else { self.rows() };
+        for row in rows {
             if row.scenario != current {
                 current = row.scenario;
                 out += &format!("\n**{current}**\n\n| metric | {} |", names.join(" | "));
