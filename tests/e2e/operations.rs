@@ -144,7 +144,12 @@ async fn writes_never_exceed_the_global_token_bucket() {
         .await;
     }
     let started = Instant::now();
-    let wave = Wave::start(&[&ns], &["--update-rate=1", "--update-burst=2"]).await;
+    // Coalescing off: this is about the bucket alone (coalescing would merge the rounds first).
+    let wave = Wave::start(
+        &[&ns],
+        &["--update-rate=1", "--update-burst=2", "--min-rollout-interval=0"],
+    )
+    .await;
     for kind in [WorkloadKind::DEPLOYMENT, WorkloadKind::STATEFUL_SET] {
         wait_hash_change(&client, &ns, kind, &name(kind), None).await;
     }
