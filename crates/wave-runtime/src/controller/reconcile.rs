@@ -140,9 +140,8 @@ async fn plan_and_write(
             Plan::DeleteHeldPods if !may_write(ctx, id).await? => return Ok(not_writing(ctx)),
             Plan::DeleteHeldPods => return held_pods::delete(ctx, &workload).await,
         };
-        if is_rollout(&workload, &write)
-            && let Some(outcome) = hold_back(ctx, &workload, &refs).await
-        {
+        let rollout = is_rollout(&workload, &write);
+        if rollout && let Some(outcome) = hold_back(ctx, &workload, &refs).await {
             return Ok(outcome);
         }
         if let Err(wait) = ctx.limiter().reserve(id, Instant::now()) {
@@ -154,6 +153,10 @@ async fn plan_and_write(
         let body = plan::patch_body(&workload, &write);
         match api::patch_workload(&ctx.client, id, &body).await {
             Ok(()) => {
+                if rollout {
+                    // Only config-triggered rollouts start an interval: a workload's first hash does not.
+                    ctx.coalescer().record(id, Instant::now());
+                }
                 ctx.missing.forget(id);
                 after_write(ctx, &workload, &write, triggered).await;
                 return Ok(Outcome::Written);
@@ -298,7 +301,6 @@ async fn may_write(ctx: &Context, id: &WorkloadRef) -> Result<bool, ReconcileErr
 async fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggered: Option<Instant>) {
     let kind = workload.id.kind.as_str();
     if let Some(hash) = &write.hash {
-        ctx.coalescer().record(&workload.id, Instant::now());
         if ctx.settled().remove(&workload.id) {
             let note = format!("The config that held this workload back settled; it rolled once, to {hash}.");
             ctx.events
