@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! for each controller: testenv up --audit ─► populate ─► start ─► S4 startup, S1 latency, S3 fan-out,
-//!                      S6 storm ─► unreferenced Secrets (size A) ─► restart: S5 ─► idle: S2, S4 idle
+//!                      S6 storm, S7 flapping ─► unreferenced Secrets (size A) ─► restart: S5 ─► idle: S2, S4 idle
 //!                      ─► unreferenced Secrets (size B) ─► restart ─► idle: S2 ─► stop, testenv down
 //! then S9, wave alone: the chaos soak (bench/src/chaos.rs)
 //! then: bench/results/<date>-<commit>.json (+ latest.json), a PNG chart, and the table printed
@@ -56,6 +56,12 @@ pub struct Args {
     /// S6: changes in the burst (spread over 2 s).
     #[arg(long, default_value_t = 10)]
     pub storm_changes: usize,
+    /// S7: Deployments referencing the Secret that flaps.
+    #[arg(long, default_value_t = 50)]
+    pub flap_deployments: usize,
+    /// S7: how long the Secret changes once per second.
+    #[arg(long, default_value_t = 180)]
+    pub flap_seconds: u64,
     /// S2/S4: the idle window, in seconds.
     #[arg(long, default_value_t = 60)]
     pub idle_seconds: u64,
@@ -99,6 +105,8 @@ impl Args {
             self.fanout = 5;
             self.storm_deployments = 3;
             self.storm_changes = 3;
+            self.flap_deployments = 3;
+            self.flap_seconds = 15;
             self.idle_seconds = 2;
             self.chaos_seconds = 20;
             self.chaos_workloads = 10;

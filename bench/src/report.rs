@@ -45,6 +45,7 @@ impl Report {
                 "unreferenced_secrets": args.unreferenced, "payload_kib": args.payload_kib,
                 "fanout": args.fanout, "storm_deployments": args.storm_deployments,
                 "storm_changes": args.storm_changes, "idle_seconds": args.idle_seconds,
+                "flap_deployments": args.flap_deployments, "flap_seconds": args.flap_seconds,
                 "chaos_seconds": args.chaos_seconds, "chaos_workloads": args.chaos_workloads,
                 "chaos_fault_every": args.chaos_fault_every,
             }),
@@ -69,6 +70,7 @@ impl Report {
                 ("S4 API cost", r.s4.startup_requests == 0),
                 ("S5 readiness", r.s5.ready_ms <= 0.0),
                 ("S6 storm", !r.s6.replicasets_per_deployment_mean.is_finite()),
+                ("S7 flapping", r.s7.changes == 0),
             ];
             if let Some((what, _)) = missing.iter().find(|(_, m)| *m) {
                 return Err(format!("{name}: no {what}"));
@@ -93,7 +95,7 @@ impl Report {
         let mut scenarios = json!({});
         for (name, r) in &self.results {
             let v = serde_json::to_value(r).unwrap_or_default();
-            for s in ["s1", "s2", "s3", "s4", "s5", "s6"] {
+            for s in ["s1", "s2", "s3", "s4", "s5", "s6", "s7"] {
                 scenarios[s.to_uppercase()][*name] = v[s].clone();
             }
         }
@@ -167,6 +169,13 @@ impl Report {
             r.s6.replicasets_per_deployment_max as f64
         });
         add("S6", "workload_writes".into(), &|r| r.s6.workload_writes as f64);
+        add("S7", "replicasets_per_deployment_mean".into(), &|r| {
+            r.s7.replicasets_per_deployment_mean
+        });
+        add("S7", "replicasets_per_deployment_max".into(), &|r| {
+            r.s7.replicasets_per_deployment_max as f64
+        });
+        add("S7", "workload_writes".into(), &|r| r.s7.workload_writes as f64);
         rows
     }
 

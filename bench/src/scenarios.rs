@@ -39,6 +39,7 @@ pub struct ControllerResult {
     pub s4: ApiCost,
     pub s5: Restart,
     pub s6: Storm,
+    pub s7: Storm,
     /// S1's latencies, for the CDF chart.
     #[serde(skip)]
     pub s1_samples_ms: Vec<f64>,
@@ -234,6 +235,36 @@ async fn run_on(
         r.s6.replicasets_per_deployment_mean
     );
 
+    // S7: one change per second for `flap_seconds`: ReplicaSets per Deployment until a quiet 5 s.
+    let before = replicasets_per_owner(&client, "bench-flap").await?;
+    changes.drain();
+    let from = Timestamp::now();
+    for c in 0..args.flap_seconds {
+        let body = json!({"stringData": {"password": format!("flap-{c}")}});
+        patch::<Secret>(&client, "bench-flap", "flap", body).await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    changes
+        .quiet(Duration::from_secs(5), Duration::from_secs(120))
+        .await;
+    wait_observed(&client, "bench-flap").await?;
+    let after = replicasets_per_owner(&client, "bench-flap").await?;
+    let created: Vec<u64> = after
+        .iter()
+        .map(|(owner, n)| n.saturating_sub(before.get(owner).copied().unwrap_or(0)))
+        .collect();
+    r.s7 = Storm {
+        deployments: args.flap_deployments,
+        changes: args.flap_seconds as usize,
+        replicasets_per_deployment_mean: created.iter().sum::<u64>() as f64 / created.len().max(1) as f64,
+        replicasets_per_deployment_max: created.iter().copied().max().unwrap_or(0),
+        workload_writes: audit::workload_writes(&cost(from, Timestamp::now())),
+    };
+    eprintln!(
+        "  S7 {:.1} ReplicaSets per Deployment",
+        r.s7.replicasets_per_deployment_mean
+    );
+
     // S2 per payload size, with S5 (restart with nothing changed) and S4 idle on the first.
     for (i, &kib) in args.payload_kib.iter().enumerate() {
         fill_unreferenced(&client, args.unreferenced, kib).await?;
@@ -296,7 +327,16 @@ fn percentiles(samples: &[f64], missed: usize) -> Latency {
 /// The same objects for every controller; only the opt-in annotation differs.
 async fn populate(client: &Client, args: &Args, profile: &Profile) -> Result<(), Error> {
     let mut namespaces: Vec<String> = (0..args.namespaces).map(|i| format!("bench-{i}")).collect();
-    namespaces.extend(["bench-fanout", "bench-storm", "bench-unref", CANARY_NS].map(String::from));
+    namespaces.extend(
+        [
+            "bench-fanout",
+            "bench-storm",
+            "bench-flap",
+            "bench-unref",
+            CANARY_NS,
+        ]
+        .map(String::from),
+    );
     let api: Api<Namespace> = Api::all(client.clone());
     for ns in &namespaces {
         create(&api, json!({"metadata": {"name": ns}})).await?;
@@ -336,6 +376,7 @@ async fn populate(client: &Client, args: &Args, profile: &Profile) -> Result<(),
     for (ns, secret, prefix, n) in [
         ("bench-fanout", "shared", "fan", args.fanout),
         ("bench-storm", "storm", "storm", args.storm_deployments),
+        ("bench-flap", "flap", "flap", args.flap_deployments),
     ] {
         objects.push((
             ns.into(),
@@ -470,7 +511,7 @@ async fn probe_ready(
 }
 
 async fn wait_all_hashed(client: &Client, args: &Args) -> Result<(), Error> {
-    let expected = args.deployments + args.fanout + args.storm_deployments + 1;
+    let expected = args.deployments + args.fanout + args.storm_deployments + args.flap_deployments + 1;
     let api: Api<Deployment> = Api::all(client.clone());
     let deadline = Instant::now() + Duration::from_secs(900);
     while Instant::now() < deadline {
