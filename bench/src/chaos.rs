@@ -210,7 +210,7 @@ async fn run_on(args: &Args, cluster: &testenv::Cluster) -> Result<ChaosResult, 
             }
         }
         if Instant::now() >= next_fault {
-            let fault = inject(cluster, &mut replicas, &mut rng).await;
+            let fault = inject(cluster, &mut replicas, &mut rng).await?;
             *result.faults.entry(fault.into()).or_default() += 1;
             next_fault = Instant::now() + Duration::from_secs(args.chaos_fault_every);
         }
@@ -226,7 +226,7 @@ async fn run_on(args: &Args, cluster: &testenv::Cluster) -> Result<ChaosResult, 
     if result.lost_changes == 0 {
         result.faults_survived = result.faults.values().sum();
     }
-    let (writes, repeated) = writes(cluster.dir());
+    let (writes, repeated) = writes(cluster);
     result.workload_writes = writes;
     result.repeated_rollouts = repeated;
     eprintln!(
@@ -254,45 +254,48 @@ fn tail(log: &Path) -> String {
 }
 
 /// Injects one fault at random, and lifts it; returns its name.
-async fn inject(cluster: &testenv::Cluster, replicas: &mut [Replica; 2], rng: &mut Rng) -> &'static str {
-    let blocking = |f: Box<dyn FnOnce() + Send>| tokio::task::spawn_blocking(f);
-    let dir = cluster.dir().to_path_buf();
-    let control = move |verb: &'static str, component: &'static str| {
-        let dir = dir.clone();
-        Box::new(move || {
-            let _ = std::process::Command::new(testenv::repo_root().join("hack/testenv"))
-                .args([verb])
-                .arg(&dir)
-                .arg(component)
-                .status();
-        }) as Box<dyn FnOnce() + Send>
+async fn inject(
+    cluster: &testenv::Cluster,
+    replicas: &mut [Replica; 2],
+    rng: &mut Rng,
+) -> Result<&'static str, String> {
+    // The controls block until the component is down or ready again, so they run off the runtime.
+    let faults = cluster.faults();
+    let control = |f: Box<dyn FnOnce(&testenv::Faults) + Send>| {
+        let faults = faults.clone();
+        async move {
+            tokio::task::spawn_blocking(move || f(&faults))
+                .await
+                .map_err(|e| format!("injecting a fault failed: {e}"))
+        }
     };
-    match rng.below(5) {
+    Ok(match rng.below(5) {
         0 => {
-            let _ = blocking(control("kill", "kube-apiserver")).await;
+            control(Box::new(|f| f.kill("kube-apiserver"))).await?;
             tokio::time::sleep(Duration::from_secs(3)).await;
-            let _ = blocking(control("start", "kube-apiserver")).await;
+            control(Box::new(|f| f.start("kube-apiserver"))).await?;
             "apiserver killed"
         }
         1 => {
-            let _ = blocking(control("restart", "etcd")).await;
+            control(Box::new(|f| {
+                f.kill("etcd");
+                f.start("etcd");
+            }))
+            .await?;
             "etcd restarted"
         }
         2 => {
-            let dir = cluster.dir().to_path_buf();
-            let _ = blocking(Box::new(move || {
-                let _ = std::process::Command::new(testenv::repo_root().join("hack/testenv"))
-                    .arg("compact")
-                    .arg(&dir)
-                    .output();
+            control(Box::new(|f| {
+                f.compact_etcd();
+                f.kill("kube-apiserver");
+                f.start("kube-apiserver");
             }))
-            .await;
-            let _ = blocking(control("restart", "kube-apiserver")).await;
+            .await?;
             "watches expired (410 Gone)"
         }
         3 => {
             let Some(leader) = replicas.iter().position(Replica::leads) else {
-                return "no leader to freeze";
+                return Ok("no leader to freeze");
             };
             replicas[leader].signal("-STOP");
             tokio::time::sleep(Duration::from_secs(LEASE_SECONDS + 2)).await;
@@ -304,7 +307,7 @@ async fn inject(cluster: &testenv::Cluster, replicas: &mut [Replica; 2], rng: &m
             replicas[victim].signal("-KILL");
             "replica killed"
         }
-    }
+    })
 }
 
 async fn populate(client: &Client, workloads: usize, configs: usize) -> Result<(), String> {
@@ -392,35 +395,19 @@ async fn settle(client: &Client, timeout: Duration) -> Result<bool, String> {
 
 /// Successful hash writes to the workloads by the replicas, and how many repeated a hash the workload
 /// had already been given.
-fn writes(dir: &Path) -> (u64, u64) {
-    let text = std::fs::read_to_string(dir.join("logs/audit.log")).unwrap_or_default();
+fn writes(cluster: &testenv::Cluster) -> (u64, u64) {
     let mut seen: HashMap<String, HashSet<String>> = HashMap::new();
     let (mut writes, mut repeated) = (0, 0);
-    for event in text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-    {
-        let ok = event["stage"] == "ResponseComplete"
-            && event["verb"] == "patch"
-            && event["objectRef"]["resource"] == "deployments"
-            && event["objectRef"]["namespace"] == NS
-            && event["responseStatus"]["code"] == 200
-            && event["user"]["username"]
-                .as_str()
-                .is_some_and(|u| u.starts_with("chaos-"));
-        let hash = event["requestObject"]
-            .pointer("/spec/template/metadata/annotations")
-            .and_then(|a| a.get(CONFIG_HASH))
-            .and_then(|h| h.as_str());
-        if let (true, Some(hash)) = (ok, hash) {
-            writes += 1;
-            let name = event["objectRef"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            if !seen.entry(name).or_default().insert(hash.to_string()) {
-                repeated += 1;
-            }
+    for patch in cluster.workload_patches(NS, CONFIG_HASH) {
+        let Some(hash) = patch
+            .annotation
+            .filter(|_| patch.code == 200 && patch.user.starts_with("chaos-"))
+        else {
+            continue;
+        };
+        writes += 1;
+        if !seen.entry(patch.name).or_default().insert(hash) {
+            repeated += 1;
         }
     }
     (writes, repeated)

@@ -205,61 +205,31 @@ async fn run_on(
         r.s3.changed, args.fanout, r.s3.all_changed_ms
     );
 
-    // S6.
-    let before = replicasets_per_owner(&client, "bench-storm").await?;
-    changes.drain();
-    let from = Timestamp::now();
-    for c in 0..args.storm_changes {
-        let body = json!({"stringData": {"password": format!("storm-{c}")}});
-        patch::<Secret>(&client, "bench-storm", "storm", body).await?;
-        tokio::time::sleep(Duration::from_secs(2) / args.storm_changes as u32).await;
-    }
-    changes
-        .quiet(Duration::from_secs(5), Duration::from_secs(120))
-        .await;
-    wait_observed(&client, "bench-storm").await?;
-    let after = replicasets_per_owner(&client, "bench-storm").await?;
-    let created: Vec<u64> = after
-        .iter()
-        .map(|(owner, n)| n.saturating_sub(before.get(owner).copied().unwrap_or(0)))
-        .collect();
-    r.s6 = Storm {
-        deployments: args.storm_deployments,
-        changes: args.storm_changes,
-        replicasets_per_deployment_mean: created.iter().sum::<u64>() as f64 / created.len().max(1) as f64,
-        replicasets_per_deployment_max: created.iter().copied().max().unwrap_or(0),
-        workload_writes: audit::workload_writes(&cost(from, Timestamp::now())),
-    };
+    // S6: 10 changes spread over 2 s; S7: one change per second for `flap_seconds`.
+    r.s6 = churn(
+        &client,
+        &mut changes,
+        &cost,
+        ("bench-storm", "storm"),
+        args.storm_deployments,
+        args.storm_changes,
+        Duration::from_secs(2) / args.storm_changes as u32,
+    )
+    .await?;
     eprintln!(
         "  S6 {:.1} ReplicaSets per Deployment",
         r.s6.replicasets_per_deployment_mean
     );
-
-    // S7: one change per second for `flap_seconds`: ReplicaSets per Deployment until a quiet 5 s.
-    let before = replicasets_per_owner(&client, "bench-flap").await?;
-    changes.drain();
-    let from = Timestamp::now();
-    for c in 0..args.flap_seconds {
-        let body = json!({"stringData": {"password": format!("flap-{c}")}});
-        patch::<Secret>(&client, "bench-flap", "flap", body).await?;
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    changes
-        .quiet(Duration::from_secs(5), Duration::from_secs(120))
-        .await;
-    wait_observed(&client, "bench-flap").await?;
-    let after = replicasets_per_owner(&client, "bench-flap").await?;
-    let created: Vec<u64> = after
-        .iter()
-        .map(|(owner, n)| n.saturating_sub(before.get(owner).copied().unwrap_or(0)))
-        .collect();
-    r.s7 = Storm {
-        deployments: args.flap_deployments,
-        changes: args.flap_seconds as usize,
-        replicasets_per_deployment_mean: created.iter().sum::<u64>() as f64 / created.len().max(1) as f64,
-        replicasets_per_deployment_max: created.iter().copied().max().unwrap_or(0),
-        workload_writes: audit::workload_writes(&cost(from, Timestamp::now())),
-    };
+    r.s7 = churn(
+        &client,
+        &mut changes,
+        &cost,
+        ("bench-flap", "flap"),
+        args.flap_deployments,
+        args.flap_seconds as usize,
+        Duration::from_secs(1),
+    )
+    .await?;
     eprintln!(
         "  S7 {:.1} ReplicaSets per Deployment",
         r.s7.replicasets_per_deployment_mean
@@ -538,6 +508,44 @@ async fn wait_all_hashed(client: &Client, args: &Args) -> Result<(), Error> {
 
 /// Waits until the Deployment controller has seen the last template of every Deployment in `ns`, so
 /// that every ReplicaSet it will create exists.
+/// Changes Secret `(namespace, name)` `count` times, `every` apart; then, once no template has changed
+/// for 5 s and the Deployment controller has caught up: ReplicaSets created per Deployment, and the
+/// controller's workload writes.
+async fn churn(
+    client: &Client,
+    changes: &mut TemplateChanges,
+    cost: &impl Fn(Timestamp, Timestamp) -> Counts,
+    (namespace, name): (&str, &str),
+    deployments: usize,
+    count: usize,
+    every: Duration,
+) -> Result<Storm, Error> {
+    let before = replicasets_per_owner(client, namespace).await?;
+    changes.drain();
+    let from = Timestamp::now();
+    for c in 0..count {
+        let body = json!({"stringData": {"password": format!("{name}-{c}")}});
+        patch::<Secret>(client, namespace, name, body).await?;
+        tokio::time::sleep(every).await;
+    }
+    changes
+        .quiet(Duration::from_secs(5), Duration::from_secs(120))
+        .await;
+    wait_observed(client, namespace).await?;
+    let after = replicasets_per_owner(client, namespace).await?;
+    let created: Vec<u64> = after
+        .iter()
+        .map(|(owner, n)| n.saturating_sub(before.get(owner).copied().unwrap_or(0)))
+        .collect();
+    Ok(Storm {
+        deployments,
+        changes: count,
+        replicasets_per_deployment_mean: created.iter().sum::<u64>() as f64 / created.len().max(1) as f64,
+        replicasets_per_deployment_max: created.iter().copied().max().unwrap_or(0),
+        workload_writes: audit::workload_writes(&cost(from, Timestamp::now())),
+    })
+}
+
 async fn wait_observed(client: &Client, ns: &str) -> Result<(), Error> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let deadline = Instant::now() + Duration::from_secs(300);

@@ -178,59 +178,37 @@ impl Cluster {
             .collect()
     }
 
-    /// Runs `hack/testenv VERB DIR ARGS…` on this cluster and returns what it printed; panics with its
-    /// error output when it fails.
-    fn control(&self, verb: &str, args: &[&str]) -> String {
-        let out = Command::new(repo_root().join("hack/testenv"))
-            .arg(verb)
-            .arg(&self.dir)
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run hack/testenv {verb}: {e}"));
-        assert!(
-            out.status.success(),
-            "hack/testenv {verb} {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    /// The fault controls of this cluster: a handle that can be moved into a blocking task.
+    pub fn faults(&self) -> Faults {
+        Faults {
+            dir: self.dir.clone(),
+        }
     }
 
-    /// SIGKILLs one component (`etcd`, `kube-apiserver`, …) and waits until it is gone.
-    pub fn kill(&self, component: &str) {
-        self.control("kill", &[component]);
-    }
-
-    /// Starts a killed component again with its command line; returns once it is ready (for the
-    /// apiserver: once `/readyz` answers `ok`).
-    pub fn start_component(&self, component: &str) {
-        self.control("start", &[component]);
-    }
-
-    /// SIGSTOPs one component; [`Cluster::resume`] sends SIGCONT.
-    pub fn pause(&self, component: &str) {
-        self.control("pause", &[component]);
-    }
-
-    /// SIGCONTs a paused component.
-    pub fn resume(&self, component: &str) {
-        self.control("resume", &[component]);
-    }
-
-    /// Compacts etcd up to its current revision, which it returns: a watch that resumes from an older
-    /// resourceVersion then gets `410 Gone` (with the apiserver's watch cache off).
-    pub fn compact_etcd(&self) -> u64 {
-        let rev = self.control("compact", &[]);
-        rev.parse()
-            .unwrap_or_else(|_| panic!("hack/testenv compact printed {rev:?}, not a revision"))
-    }
-
-    /// The apiserver's audit log (clusters started with `--audit`), one JSON object per request.
-    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+    /// Every patch of an apps/v1 workload in `namespace` that completed, from the audit log (clusters
+    /// started with `--audit`, whose policy logs these request bodies), in the order the apiserver
+    /// completed them. `annotation` is the pod-template annotation to read from each patch.
+    pub fn workload_patches(&self, namespace: &str, annotation: &str) -> Vec<WorkloadPatch> {
         std::fs::read_to_string(self.dir.join("logs/audit.log"))
             .unwrap_or_default()
             .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["stage"] == "ResponseComplete" && e["verb"] == "patch")
+            .filter(|e| e["objectRef"]["apiGroup"] == "apps" && e["objectRef"]["namespace"] == namespace)
+            .map(|e| WorkloadPatch {
+                user: e["user"]["username"].as_str().unwrap_or_default().to_string(),
+                name: e["objectRef"]["name"].as_str().unwrap_or_default().to_string(),
+                code: e["responseStatus"]["code"].as_u64().unwrap_or_default() as u16,
+                at: e["stageTimestamp"]
+                    .as_str()
+                    .and_then(|t| t.parse().ok())
+                    .expect("audit events carry a stageTimestamp"),
+                annotation: e["requestObject"]
+                    .pointer("/spec/template/metadata/annotations")
+                    .and_then(|a| a.get(annotation))
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_string),
+            })
             .collect()
     }
 
@@ -262,6 +240,75 @@ impl Cluster {
         } else {
             Err(dead.join("\n\n"))
         }
+    }
+}
+
+/// One patch of a workload, as the audit log shows it.
+#[derive(Clone, Debug)]
+pub struct WorkloadPatch {
+    /// Who sent it.
+    pub user: String,
+    /// The workload's name.
+    pub name: String,
+    /// The response code.
+    pub code: u16,
+    /// When the apiserver completed it.
+    pub at: k8s_openapi::jiff::Timestamp,
+    /// The value it set for the annotation asked for, if it set one.
+    pub annotation: Option<String>,
+}
+
+/// The fault controls of one cluster (`hack/testenv kill|start|pause|resume|compact`). Each call
+/// returns once the command has finished, and panics with its error output when it fails.
+#[derive(Clone, Debug)]
+pub struct Faults {
+    dir: PathBuf,
+}
+
+impl Faults {
+    fn control(&self, verb: &str, args: &[&str]) -> String {
+        let out = Command::new(repo_root().join("hack/testenv"))
+            .arg(verb)
+            .arg(&self.dir)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run hack/testenv {verb}: {e}"));
+        assert!(
+            out.status.success(),
+            "hack/testenv {verb} {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// SIGKILLs one component (`etcd`, `kube-apiserver`, …) and waits until it is gone.
+    pub fn kill(&self, component: &str) {
+        self.control("kill", &[component]);
+    }
+
+    /// Starts a killed component again with its command line; returns once it is ready (for the
+    /// apiserver: once `/readyz` answers `ok`).
+    pub fn start(&self, component: &str) {
+        self.control("start", &[component]);
+    }
+
+    /// SIGSTOPs one component; [`Faults::resume`] sends SIGCONT.
+    pub fn pause(&self, component: &str) {
+        self.control("pause", &[component]);
+    }
+
+    /// SIGCONTs a paused component.
+    pub fn resume(&self, component: &str) {
+        self.control("resume", &[component]);
+    }
+
+    /// Compacts etcd up to its current revision, which it returns: a watch that resumes from an older
+    /// resourceVersion then gets `410 Gone` (with the apiserver's watch cache off).
+    pub fn compact_etcd(&self) -> u64 {
+        let rev = self.control("compact", &[]);
+        rev.parse()
+            .unwrap_or_else(|_| panic!("hack/testenv compact printed {rev:?}, not a revision"))
     }
 }
 

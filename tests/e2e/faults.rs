@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use serde_json::{Value, json};
-use testenv::{Cluster, wait_for};
+use testenv::{Cluster, WorkloadPatch, wait_for};
 use wave_core::names::CONFIG_HASH;
 use wave_core::workload::WorkloadKind;
 
@@ -29,16 +29,6 @@ struct Env {
     cluster: Cluster,
     client: Client,
     ns: String,
-}
-
-/// One write of a workload by wave, from the audit log.
-#[derive(Debug)]
-struct AuditWrite {
-    user: String,
-    name: String,
-    code: u16,
-    at: Timestamp,
-    hash: Option<String>,
 }
 
 impl Env {
@@ -69,66 +59,23 @@ impl Env {
 
     /// Starts a component again in a blocking task (it returns once the component is ready).
     async fn start_component(&self, component: &'static str) {
-        let dir = self.cluster.dir().to_path_buf();
-        let ran = tokio::task::spawn_blocking(move || {
-            std::process::Command::new(testenv::repo_root().join("hack/testenv"))
-                .args(["start"])
-                .arg(dir)
-                .arg(component)
-                .status()
-        })
-        .await
-        .expect("join");
-        assert!(
-            ran.expect("hack/testenv start").success(),
-            "{component} did not start again"
-        );
+        let faults = self.cluster.faults();
+        tokio::task::spawn_blocking(move || faults.start(component))
+            .await
+            .unwrap_or_else(|_| panic!("{component} did not start again"));
     }
 
-    /// Every patch of a workload (not of a Lease) in the test's namespace by a `wave-*` user, in the order the
-    /// apiserver completed them.
-    fn writes(&self) -> Vec<AuditWrite> {
-        self.cluster
-            .audit_events()
-            .into_iter()
-            .filter(|e| e["stage"] == "ResponseComplete" && e["verb"] == "patch")
-            .filter(|e| e["objectRef"]["namespace"] == self.ns.as_str())
-            .filter(|e| e["objectRef"]["apiGroup"] == "apps")
-            .filter(|e| {
-                e["user"]["username"]
-                    .as_str()
-                    .is_some_and(|u| u.starts_with("wave-"))
-            })
-            .map(|e| AuditWrite {
-                user: e["user"]["username"].as_str().unwrap_or_default().to_string(),
-                name: e["objectRef"]["name"].as_str().unwrap_or_default().to_string(),
-                code: e["responseStatus"]["code"].as_u64().unwrap_or_default() as u16,
-                at: e["stageTimestamp"]
-                    .as_str()
-                    .and_then(|t| t.parse().ok())
-                    .expect("audit events carry a stageTimestamp"),
-                hash: e["requestObject"]
-                    .pointer("/spec/template/metadata/annotations")
-                    .and_then(|a| a.get(CONFIG_HASH))
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-            })
-            .collect()
+    /// Every patch of a workload in the test's namespace by a `wave-*` user, in the order the apiserver
+    /// completed them, with the hash each one carried.
+    fn writes(&self) -> Vec<WorkloadPatch> {
+        let mut writes = self.cluster.workload_patches(&self.ns, CONFIG_HASH);
+        writes.retain(|w| w.user.starts_with("wave-"));
+        writes
     }
 
     /// The hash `wave explain` computes from the workload's current config.
     fn desired_hash(&self, kind: WorkloadKind, name: &str) -> String {
-        let target = format!("{}/{name}", kind.as_str().to_lowercase());
-        let (code, out, err) = run_wave(
-            &["explain", &target, "-n", &self.ns, "-o", "json"],
-            Some(&self.cluster.kubeconfig()),
-        );
-        assert_eq!(code, 0, "wave explain {target}: {err}");
-        let v: Value = serde_json::from_str(&out).expect("wave explain -o json prints JSON");
-        v["desired_hash"]
-            .as_str()
-            .unwrap_or_else(|| panic!("wave explain {target} computed no hash: {out}"))
-            .to_string()
+        desired_hash(&self.cluster.kubeconfig(), &self.ns, kind, name)
     }
 
     /// Waits, for at most `timeout`, until every workload carries the hash of its current config.
@@ -157,7 +104,7 @@ impl Env {
             let hashes: Vec<&str> = writes
                 .iter()
                 .filter(|w| &w.name == name && w.code == 200)
-                .filter_map(|w| w.hash.as_deref())
+                .filter_map(|w| w.annotation.as_deref())
                 .collect();
             let mut distinct = hashes.clone();
             distinct.sort_unstable();
@@ -232,7 +179,7 @@ async fn an_apiserver_killed_mid_change_loses_nothing_and_a_change_after_it_retu
     let workloads = hashed_workloads(&env).await;
 
     change_config(&env, "in flight").await;
-    env.cluster.kill("kube-apiserver");
+    env.cluster.faults().kill("kube-apiserver");
     // Five scopes (three kinds, ConfigMaps, Secrets), each failing four times: the backoff has grown.
     let before = wave.metric("wave_watch_errors_total", &[]);
     wait_watch_errors(&wave, before, 20.0).await;
@@ -265,8 +212,8 @@ async fn a_watch_expired_with_410_gone_relists_and_loses_no_change() {
     for i in 0..3 {
         create_configmap(&env.client, &filler, &format!("filler-{i}"), json!({})).await;
     }
-    env.cluster.compact_etcd();
-    env.cluster.kill("kube-apiserver");
+    env.cluster.faults().compact_etcd();
+    env.cluster.faults().kill("kube-apiserver");
     env.start_component("kube-apiserver").await;
     wave.resume();
 
@@ -286,7 +233,7 @@ async fn a_restarted_etcd_loses_no_change() {
     let workloads = hashed_workloads(&env).await;
 
     change_config(&env, "in flight").await;
-    env.cluster.kill("etcd");
+    env.cluster.faults().kill("etcd");
     env.start_component("etcd").await;
     change_config(&env, "after etcd returned").await;
     env.wait_current(&workloads, TIMEOUT).await;
@@ -332,7 +279,7 @@ async fn a_leader_frozen_past_its_lease_makes_no_write_after_it_resumes_and_its_
     leader.wait_exit("the old leader notices it lost the lease").await;
 
     let writes = env.writes();
-    let late: Vec<&AuditWrite> = writes
+    let late: Vec<&WorkloadPatch> = writes
         .iter()
         .filter(|w| w.user == leader_user && w.at >= resumed)
         .collect();
@@ -448,11 +395,11 @@ async fn a_webhook_whose_config_reads_hang_admits_unmodified_within_its_deadline
     };
 
     // etcd frozen: every read of `cfg` hangs in the apiserver.
-    env.cluster.pause("etcd");
+    env.cluster.faults().pause("etcd");
     let started = Instant::now();
     let answer = tokio::task::spawn_blocking(call.clone()).await.expect("join");
     let took = started.elapsed();
-    env.cluster.resume("etcd");
+    env.cluster.faults().resume("etcd");
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
     assert!(
         answer["response"]["patch"].is_null(),

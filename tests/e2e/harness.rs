@@ -419,6 +419,18 @@ pub fn run_wave(args: &[&str], kubeconfig: Option<&std::path::Path>) -> (i32, St
     )
 }
 
+/// The hash `wave explain` computes from the workload's current config, on the cluster of `kubeconfig`.
+pub fn desired_hash(kubeconfig: &std::path::Path, ns: &str, kind: WorkloadKind, name: &str) -> String {
+    let target = format!("{}/{name}", kind.as_str().to_lowercase());
+    let (code, out, err) = run_wave(&["explain", &target, "-n", ns, "-o", "json"], Some(kubeconfig));
+    assert_eq!(code, 0, "wave explain {target}: {err}");
+    let v: Value = serde_json::from_str(&out).expect("wave explain -o json prints JSON");
+    v["desired_hash"]
+        .as_str()
+        .unwrap_or_else(|| panic!("wave explain {target} computed no hash: {out}"))
+        .to_string()
+}
+
 /// Runs `cmd` with `input` on its stdin and returns its output (stdout and stderr captured).
 pub fn pipe(mut cmd: Command, input: &str) -> std::process::Output {
     let mut child = cmd

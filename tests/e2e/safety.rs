@@ -6,20 +6,8 @@ use wave_core::workload::WorkloadKind;
 
 use crate::harness::*;
 
-/// The hash `wave explain` computes from the workload's current config.
-fn desired_hash(ns: &str, kind: WorkloadKind) -> String {
-    let target = format!("{}/{}", kind.as_str().to_lowercase(), name(kind));
-    let (code, out, err) = run_wave(
-        &["explain", &target, "-n", ns, "-o", "json"],
-        Some(&cluster().kubeconfig()),
-    );
-    assert_eq!(code, 0, "wave explain {target}: {err}");
-    let v: Value = serde_json::from_str(&out).expect("JSON");
-    v["desired_hash"].as_str().expect("a desired hash").to_string()
-}
-
 async fn wait_final(client: &kube::Client, ns: &str, kind: WorkloadKind) {
-    let desired = desired_hash(ns, kind);
+    let desired = desired_hash(&cluster().kubeconfig(), ns, kind, &name(kind));
     wait_for(&format!("{kind} to carry {desired}"), TIMEOUT, || async {
         (hash_of(client, ns, kind, &name(kind)).await.as_deref() == Some(desired.as_str())).then_some(())
     })

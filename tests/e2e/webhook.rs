@@ -433,13 +433,15 @@ async fn a_gate_held_longer_than_the_maximum_is_released_with_a_warning() {
         (!w.has_scheduling_gate()).then_some(())
     })
     .await;
-    let events = events_for(&client, &ns, "web").await;
-    assert!(
-        events
+    // The Event follows the write that released the gate, so it is waited for, not read on sight.
+    wait_for("a GateTimedOut Warning", TIMEOUT, || async {
+        events_for(&client, &ns, "web")
+            .await
             .iter()
-            .any(|(t, r, _)| t == "Warning" && r == "GateTimedOut"),
-        "{events:?}"
-    );
+            .any(|(t, r, _)| t == "Warning" && r == "GateTimedOut")
+            .then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -86,6 +86,11 @@ impl<K: Eq + Hash + Clone + Ord, W: Ord + Clone> FlapDetector<K, W> {
         }
     }
 
+    /// The policy it applies.
+    pub fn policy(&self) -> FlapPolicy {
+        self.policy
+    }
+
     /// Notes that `object`'s data changed at `now`.
     pub fn observe(&mut self, object: &K, now: Instant) -> Observed {
         if self.policy.threshold == 0 {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kube::Client;
 use wave_core::coalesce::Coalescer;
-use wave_core::flap::{FlapDetector, FlapPolicy};
+use wave_core::flap::FlapDetector;
 use wave_core::hash::Hashing;
 use wave_core::ratelimit::TokenBucket;
 use wave_core::refs::ConfigKey;
@@ -56,8 +56,6 @@ pub struct Context {
     pub min_rollout_interval: Duration,
     /// The flap breaker.
     pub flaps: Mutex<FlapDetector<ConfigKey, WorkloadRef>>,
-    /// Its policy, for messages.
-    pub flap_policy: FlapPolicy,
     /// Workloads a flapping object held back and that are owed a `ConfigSettled` Event with their write.
     pub settled: Mutex<BTreeSet<WorkloadRef>>,
 }

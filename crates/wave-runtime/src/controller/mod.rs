@@ -91,7 +91,6 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         coalescer: Mutex::default(),
         min_rollout_interval: config.min_rollout_interval,
         flaps: Mutex::new(FlapDetector::new(config.flap)),
-        flap_policy: config.flap,
         settled: Mutex::default(),
     });
     if config.leader_election.is_none() {
@@ -198,7 +197,7 @@ fn flap_started(ctx: &Arc<Context>, key: &wave_core::refs::ConfigKey) {
     let count = ctx.flaps().flapping_count();
     ctx.metrics.config_flapping.set(count as i64);
     ctx.metrics.flap_episodes.inc();
-    let policy = ctx.flap_policy;
+    let policy = ctx.flaps().policy();
     let note = format!(
         "{key} changed more than {} times within {:?}: it is flapping, and its changes roll nothing until it has been unchanged for {:?}; then its final value rolls once.",
         policy.threshold, policy.window, policy.quiet

@@ -219,9 +219,10 @@ async fn hold_back(ctx: &Context, workload: &Workload, refs: &References) -> Opt
     if let Some((object, until)) = held {
         let first = ctx.flaps().hold(&object, &workload.id);
         if first {
+            let policy = ctx.flaps().policy();
             let note = format!(
                 "Held back: {object} is flapping (it changed more than {} times within {:?}). Its final value rolls once it has been unchanged for {:?}.",
-                ctx.flap_policy.threshold, ctx.flap_policy.window, ctx.flap_policy.quiet
+                policy.threshold, policy.window, policy.quiet
             );
             tracing::warn!(workload = %workload.id, config = %object, "rollout held back: config flapping");
             ctx.events
@@ -260,7 +261,7 @@ async fn settle_flaps(ctx: &Context, now: Instant) {
         let note = format!(
             "{} has not changed for {:?} after {} changes while flapping: its final value now rolls, once, to the {} workloads it held back.",
             s.object,
-            ctx.flap_policy.quiet,
+            ctx.flaps().policy().quiet,
             s.changes,
             s.held.len()
         );
