@@ -50,6 +50,9 @@ pub enum Command {
     /// List the opted-in workloads that a change to a ConfigMap or Secret would roll.
     #[command(after_help = "Example:\n  wave impact secret/db-credentials -n shop --keys password")]
     Impact(ImpactArgs),
+    /// Release a halt: let a config version whose rollout failed roll into the remaining workloads.
+    #[command(after_help = "Example:\n  wave resume configmap/app-config -n shop")]
+    Resume(ResumeArgs),
 }
 
 const HASH_EXAMPLES: &str = "Examples:
@@ -124,6 +127,16 @@ pub struct ImpactArgs {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
+}
+
+/// Flags of `wave resume`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ResumeArgs {
+    /// `configmap/NAME` or `secret/NAME`.
+    pub target: String,
+    /// Namespace of the object; defaults to the kubeconfig's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
 }
 
 /// An address that `0` disables. (An alias, so that clap parses `0` to `None` instead of treating the
@@ -258,6 +271,18 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_FLAP_QUIET", default_value = "5m", value_parser = parse_go_duration)]
     pub flap_quiet: Duration,
 
+    /// At most this many wave-triggered rollouts in progress at once, as the workloads' own status
+    /// shows; the rest wait, highest `wave.pusher.com/rollout-priority` first, then first come. With it,
+    /// a config version whose rollout fails rolls into no further workload. `0` turns this off.
+    #[arg(long, env = "WAVE_MAX_CONCURRENT_ROLLOUTS", default_value_t = 0)]
+    pub max_concurrent_rollouts: usize,
+
+    /// With --max-concurrent-rollouts: how long a StatefulSet or DaemonSet rollout may take before it
+    /// counts as failed (Go duration; Deployments use their progressDeadlineSeconds). Annotation
+    /// `wave.pusher.com/rollout-deadline` overrides it per workload.
+    #[arg(long, env = "WAVE_ROLLOUT_DEADLINE", default_value = "10m", value_parser = parse_go_duration)]
+    pub rollout_deadline: Duration,
+
     /// Key the config hash: HMAC-SHA256 under the `hash-key` of this Secret (NAMESPACE/NAME), so no pod
     /// template carries a digest of a Secret that can be guessed offline. Changes every hash once.
     #[arg(long, env = "WAVE_HASH_KEY_SECRET", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
@@ -316,6 +341,8 @@ impl RunArgs {
                 window: self.flap_window,
                 quiet: self.flap_quiet,
             },
+            max_concurrent_rollouts: self.max_concurrent_rollouts,
+            rollout_deadline: self.rollout_deadline,
         }
     }
 

@@ -30,6 +30,9 @@ fn main() -> ExitCode {
         Command::Impact(args) => runtime
             .block_on(wave::commands::impact::run(&args))
             .map_err(failure),
+        Command::Resume(args) => runtime
+            .block_on(wave::commands::resume::run(&args))
+            .map_err(failure),
     };
     result.unwrap_or_else(|(message, code)| {
         eprintln!("wave: {message}");

@@ -105,21 +105,33 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
     };
     let desired = config_hash(&ns, &refs, &fetched, &hashing);
     // Whether wave holds the rollout back: its last word on that is an Event (the controller's state is
-    // in its memory; the Events are what it tells the cluster).
-    let hold = api::wave_events(&client, &id, &[reason::CONFIG_FLAPPING, reason::CONFIG_SETTLED])
+    // in its memory; the Events are what it tells the cluster). A later ConfigChanged or ConfigSettled
+    // ends what an earlier Event said.
+    let reasons = [
+        reason::CONFIG_FLAPPING,
+        reason::CONFIG_SETTLED,
+        reason::ROLLOUT_QUEUED,
+        reason::ROLLOUT_HALTED,
+        reason::CONFIG_CHANGED,
+    ];
+    let hold = api::wave_events(&client, &id, &reasons)
         .await
         .map_err(|e| CommandError::Cluster {
             what: format!("reading the Events of {id}"),
             source: Box::new(e),
         })?
         .pop()
-        .filter(|e| e.reason.as_deref() == Some(reason::CONFIG_FLAPPING))
-        .map(|e| {
+        .and_then(|e| {
             let since = e.event_time.map(|t| t.0.to_string()).unwrap_or_default();
-            format!(
-                "held: config flapping since {since}: {}",
-                e.note.unwrap_or_default()
-            )
+            let note = e.note.unwrap_or_default();
+            match e.reason.as_deref() {
+                Some(reason::CONFIG_FLAPPING) => {
+                    Some(("held", format!("held: config flapping since {since}: {note}")))
+                }
+                Some(reason::ROLLOUT_QUEUED) => Some(("queued", format!("queued since {since}: {note}"))),
+                Some(reason::ROLLOUT_HALTED) => Some(("halted", format!("halted since {since}: {note}"))),
+                _ => None,
+            }
         });
     let (status, reason, desired_hash) = if !workload.is_opted_in() {
         (
@@ -141,7 +153,8 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
             ),
             Plan::Blocked { missing, .. } => ("waiting", missing_message(&missing), None),
             Plan::Write(w) if w.hash.is_some() && workload.current_hash().is_some() && hold.is_some() => {
-                ("held", hold.unwrap_or_default(), Some(desired))
+                let (status, why) = hold.unwrap_or_default();
+                (status, why, Some(desired))
             }
             Plan::Write(w) if w.hash.is_some() => (
                 "rollout-pending",

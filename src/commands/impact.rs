@@ -4,11 +4,10 @@ use std::collections::BTreeSet;
 use std::process::ExitCode;
 
 use wave_core::impact::{Impact, impact};
-use wave_core::refs::{ConfigKey, ConfigKind};
-use wave_core::workload::{Workload, WorkloadKind};
-use wave_runtime::api;
+use wave_core::pace::{self, Marker};
+use wave_core::workload::Workload;
 
-use super::{CommandError, split_target};
+use super::{CommandError, all_workloads, config_target, halts_of};
 use crate::cli::{ImpactArgs, Output};
 
 #[derive(serde::Serialize)]
@@ -16,45 +15,38 @@ struct Row {
     workload: String,
     #[serde(flatten)]
     impact: Impact,
+    /// A halt that keeps this workload from rolling the object's current version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    halted: Option<String>,
 }
 
 /// Runs `wave impact`.
 pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
-    let (kind, name) = split_target(&args.target)?;
-    let kind = match kind.to_ascii_lowercase().as_str() {
-        "configmap" | "configmaps" | "cm" => ConfigKind::ConfigMap,
-        "secret" | "secrets" => ConfigKind::Secret,
-        other => {
-            return Err(CommandError::Input(format!(
-                "{other:?} is not configmap or secret"
-            )));
-        }
-    };
     let client = super::client().await?;
     let ns = args
         .namespace
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_string());
-    let key = ConfigKey::new(kind, &ns, name);
+    let key = config_target(&args.target, &ns)?;
     let changed: Option<BTreeSet<String>> = args.keys.as_ref().map(|k| k.iter().cloned().collect());
-    // References can come from any namespace (extra-* annotations), so every workload is considered.
-    let mut workloads: Vec<Workload> = Vec::new();
-    for kind in WorkloadKind::BUILT_IN {
-        let listed = api::list_workloads(&client, kind)
-            .await
-            .map_err(|e| CommandError::Cluster {
-                what: format!("listing {} in all namespaces", kind.info().plural),
-                source: Box::new(e),
-            })?;
-        workloads.extend(listed);
-    }
-    workloads.sort_by(|a, b| a.id.cmp(&b.id));
+    let workloads = all_workloads(&client).await?;
+    let halts = halts_of(&workloads, &key);
+    let object = pace::object_name(&key);
+    let halted = |w: &Workload| {
+        // A workload that already runs the halted version (or failed with it) is not held by it.
+        let runs = Marker::read(w).and_then(|m| m.config.get(&object).cloned());
+        halts
+            .iter()
+            .find(|(h, _)| h.failed != w.id && runs.as_deref() != Some(h.version.digest.as_str()))
+            .map(|(h, _)| format!("halted: {}", h.describe()))
+    };
     let rows: Vec<Row> = workloads
         .iter()
         .filter(|w| w.is_opted_in())
         .map(|w| Row {
             workload: w.id.to_string(),
             impact: impact(&w.references(), &key, changed.as_ref()),
+            halted: halted(w),
         })
         .filter(|r| r.impact != Impact::NotReferenced)
         .collect();
@@ -62,6 +54,9 @@ pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
         Output::Json => println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default()),
         Output::Table if rows.is_empty() => println!("No opted-in workload references {key}."),
         Output::Table => {
+            for (halt, _) in &halts {
+                println!("halted: {}; run `wave resume` to release it", halt.describe());
+            }
             let width = rows
                 .iter()
                 .map(|r| r.workload.len())
@@ -71,6 +66,7 @@ pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
             println!("{:<width$}  IMPACT", "WORKLOAD");
             for r in &rows {
                 let what = match &r.impact {
+                    Impact::Rolls if r.halted.is_some() => "held: its current version is halted".to_string(),
                     Impact::Rolls => "rolls".to_string(),
                     Impact::Unaffected(keys) => format!(
                         "unaffected (uses only {})",

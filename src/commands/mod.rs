@@ -1,5 +1,5 @@
-//! The client commands: `wave hash` (offline), `wave explain` and `wave impact` (live cluster). They
-//! use the same discovery, hash and plan code as the controller.
+//! The client commands: `wave hash` (offline), `wave explain`, `wave impact` and `wave resume` (live
+//! cluster). They use the same discovery, hash, plan and pacing code as the controller.
 //!
 //! Exit codes: 0 success; 1 `wave hash` found missing required config; 2 bad usage or unreadable input;
 //! 3 the cluster could not be asked, or the object does not exist.
@@ -7,9 +7,15 @@
 pub mod explain;
 pub mod hash;
 pub mod impact;
+pub mod resume;
 
 use std::process::ExitCode;
 use std::time::Duration;
+
+use wave_core::pace::{self, Halt};
+use wave_core::refs::{ConfigKey, ConfigKind};
+use wave_core::workload::{Workload, WorkloadKind};
+use wave_runtime::api;
 
 /// `wave run`'s default `--max-gate-duration`, which `wave explain` assumes when it says whether a gate
 /// has timed out.
@@ -53,6 +59,57 @@ pub async fn client() -> Result<kube::Client, CommandError> {
             what: "cannot configure the Kubernetes client".into(),
             source: Box::new(e),
         })
+}
+
+/// The config object `configmap/NAME` or `secret/NAME` names in `namespace`.
+pub fn config_target(target: &str, namespace: &str) -> Result<ConfigKey, CommandError> {
+    let (kind, name) = split_target(target)?;
+    let kind = match kind.to_ascii_lowercase().as_str() {
+        "configmap" | "configmaps" | "cm" => ConfigKind::ConfigMap,
+        "secret" | "secrets" => ConfigKind::Secret,
+        other => {
+            return Err(CommandError::Input(format!(
+                "{other:?} is not configmap or secret"
+            )));
+        }
+    };
+    Ok(ConfigKey::new(kind, namespace, name))
+}
+
+/// Every workload of every kind in the cluster (references can cross namespaces: `extra-*`).
+pub async fn all_workloads(client: &kube::Client) -> Result<Vec<Workload>, CommandError> {
+    let mut workloads = Vec::new();
+    for kind in WorkloadKind::BUILT_IN {
+        let listed = api::list_workloads(client, kind)
+            .await
+            .map_err(|e| CommandError::Cluster {
+                what: format!("listing {} in all namespaces", kind.info().plural),
+                source: Box::new(e),
+            })?;
+        workloads.extend(listed);
+    }
+    workloads.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(workloads)
+}
+
+/// The halts of `key` in the cluster now (`wave_core::pace::census`, with `wave run`'s default
+/// `--rollout-deadline`).
+pub fn halts_of<'a>(workloads: &'a [Workload], key: &ConfigKey) -> Vec<(Halt, &'a Workload)> {
+    let census = pace::census(
+        workloads,
+        pace::DEFAULT_ROLLOUT_DEADLINE,
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    let object = pace::object_name(key);
+    census
+        .halts
+        .into_values()
+        .filter(|h| h.version.object == object)
+        .filter_map(|h| {
+            let failed = workloads.iter().find(|w| w.id == h.failed)?;
+            Some((h, failed))
+        })
+        .collect()
 }
 
 /// Splits `kind/name`.

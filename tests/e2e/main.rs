@@ -10,6 +10,7 @@ mod hash_golden;
 mod image;
 mod lifecycle;
 mod operations;
+mod pacing;
 mod rollouts;
 mod safety;
 mod ship;

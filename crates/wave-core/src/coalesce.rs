@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
-use crate::duration::parse_go_duration;
+use crate::duration;
 use crate::names;
 
 /// `--min-rollout-interval`'s default.
@@ -72,16 +72,7 @@ impl<K: Eq + Hash + Clone> Coalescer<K> {
 /// turns coalescing off), else `default`. `Err` says why the annotation was ignored; the default then
 /// applies.
 pub fn interval(annotations: &BTreeMap<String, String>, default: Duration) -> (Duration, Option<String>) {
-    match annotations.get(names::MIN_ROLLOUT_INTERVAL) {
-        None => (default, None),
-        Some(value) => match parse_go_duration(value.trim()) {
-            Ok(d) => (d, None),
-            Err(e) => (
-                default,
-                Some(format!("{}: {e}; using {default:?}", names::MIN_ROLLOUT_INTERVAL)),
-            ),
-        },
-    }
+    duration::annotation(annotations, names::MIN_ROLLOUT_INTERVAL, default)
 }
 
 #[cfg(test)]

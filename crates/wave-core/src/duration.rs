@@ -1,6 +1,23 @@
 //! Go durations (`10h`, `1h30m`, `300ms`), as Wave's flags and wave's annotations spell them.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// The Go duration in annotation `key`, else `default`. The second value says why a bad annotation was
+/// ignored (the default then applies), for the caller to log.
+pub fn annotation(
+    annotations: &BTreeMap<String, String>,
+    key: &str,
+    default: Duration,
+) -> (Duration, Option<String>) {
+    match annotations.get(key) {
+        None => (default, None),
+        Some(value) => match parse_go_duration(value.trim()) {
+            Ok(d) => (d, None),
+            Err(e) => (default, Some(format!("{key}: {e}; using {default:?}"))),
+        },
+    }
+}
 
 /// Parses a Go duration: a sequence of decimal numbers with units `ns`, `us`, `µs`, `ms`, `s`, `m`, `h`
 /// (`10h`, `1h30m`, `1.5h`, `300ms`). `0` alone is allowed.

@@ -47,6 +47,21 @@ impl Content {
         Self { values }
     }
 
+    /// A short digest (12 hex characters) of the values under `hashing`: names one version of the object
+    /// in a rollout marker (`pace`). Keyed like the config hash, so it reveals no more than that does.
+    pub fn digest(&self, hashing: &Hashing) -> String {
+        let mut bytes = Vec::new();
+        for (key, value) in &self.values {
+            for part in [key.as_bytes(), value.as_slice()] {
+                bytes.extend_from_slice(&(part.len() as u64).to_be_bytes());
+                bytes.extend_from_slice(part);
+            }
+        }
+        let mut digest = HashSource(bytes).hash_with(hashing);
+        digest.truncate(12);
+        digest
+    }
+
     /// A ConfigMap's `data` then `binaryData` (the apiserver forbids a key in both).
     pub fn from_config_map(cm: &ConfigMap) -> Self {
         let mut values: BTreeMap<String, Vec<u8>> = BTreeMap::new();

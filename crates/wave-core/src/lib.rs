@@ -8,6 +8,7 @@
 //! tracker::Tracker (watch events → view + index::RefIndex → workloads to wake)
 //! queue::QueueState (dedupe, one reconcile per key at a time)   ratelimit::TokenBucket (global writes)
 //! coalesce::Coalescer (one rollout per workload per interval)   flap::FlapDetector (flapping config)
+//! rollout::state (a workload's own status) ─► pace::census ─► pace::Pacer (at most N rolling; halts)
 //! manifest (wave hash: rendered manifests)   impact (wave impact: would a change roll this workload)
 //! ```
 //!
@@ -29,9 +30,11 @@ pub mod index;
 pub mod kind;
 pub mod manifest;
 pub mod names;
+pub mod pace;
 pub mod plan;
 pub mod queue;
 pub mod ratelimit;
 pub mod refs;
+pub mod rollout;
 pub mod tracker;
 pub mod workload;

@@ -13,6 +13,16 @@ pub const EXTRA_SECRETS: &str = "wave.pusher.com/extra-secrets";
 /// Workload annotation: the least time between two config-triggered rollouts of it (Go duration; `0`
 /// turns coalescing off). Overrides `--min-rollout-interval`.
 pub const MIN_ROLLOUT_INTERVAL: &str = "wave.pusher.com/min-rollout-interval";
+/// Workload annotation: an integer; higher rolls first when rollouts are paced (default 0).
+pub const ROLLOUT_PRIORITY: &str = "wave.pusher.com/rollout-priority";
+/// Workload annotation: how long a StatefulSet or DaemonSet rollout may take before it counts as failed
+/// (Go duration). Overrides `--rollout-deadline`.
+pub const ROLLOUT_DEADLINE: &str = "wave.pusher.com/rollout-deadline";
+/// Workload metadata annotation wave writes with each paced rollout: the hash, when, and the version of
+/// each config object in it (JSON; `docs/behaviour.md`, "Pacing rollouts").
+pub const ROLLOUT: &str = "wave.pusher.com/rollout";
+/// Workload annotation written by `wave resume`: the hash of a failed rollout whose halt is released.
+pub const HALT_RELEASED: &str = "wave.pusher.com/halt-released";
 /// Written by Wave's webhook when it gated scheduling; the value is the original `schedulerName`.
 pub const SCHEDULING_DISABLED: &str = "wave.pusher.com/scheduling-disabled";
 /// The fake scheduler name Wave's webhook uses to hold pods.
@@ -57,6 +67,13 @@ pub mod reason {
     /// Normal, on a config object and on each workload it held back: it has been quiet, and its final
     /// value rolled once.
     pub const CONFIG_SETTLED: &str = "ConfigSettled";
+    /// Normal, on a workload: its rollout waits for a free slot (`--max-concurrent-rollouts`).
+    pub const ROLLOUT_QUEUED: &str = "RolloutQueued";
+    /// Warning, on a config object and on each workload it holds back: a rollout of this version of
+    /// it failed, so it rolls into no further workload.
+    pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    /// Normal, on a config object: `wave resume` released a halt by hand.
+    pub const ROLLOUT_RESUMED: &str = "RolloutResumed";
 }
 
 /// Event `action` values (events.k8s.io/v1 requires one).
@@ -69,4 +86,6 @@ pub mod action {
     pub const GATE_SCHEDULING: &str = "GateScheduling";
     /// Holding a rollout back, or letting it go.
     pub const HOLD_ROLLOUT: &str = "HoldRollout";
+    /// Pacing rollouts, halting a failed version, resuming it.
+    pub const PACE_ROLLOUT: &str = "PaceRollout";
 }

@@ -63,6 +63,8 @@ pub struct Write {
     /// Note when the gate started holding pods: the gate has no readable `gated-at` mark (removed or
     /// edited by hand), so the maximum gate duration counts from now.
     pub mark_gated_at: Option<Timestamp>,
+    /// The rollout marker to write with the hash when rollouts are paced (`pace::Marker`).
+    pub rollout: Option<String>,
 }
 
 /// Removing `wave.pusher.com/config` from the pod template's scheduling gates.
@@ -134,6 +136,7 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, policy: &
                 restore_scheduler,
                 release_gate,
                 mark_gated_at: None,
+                rollout: None,
             })
         };
     }
@@ -153,6 +156,7 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, policy: &
                 restore_scheduler: None,
                 release_gate: None,
                 mark_gated_at: Some(policy.now),
+                rollout: None,
             });
         };
         let held = Duration::try_from(policy.now.duration_since(since)).unwrap_or_default();
@@ -166,6 +170,7 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, policy: &
                 restore_scheduler: None,
                 release_gate: release(GateReason::TimedOut),
                 mark_gated_at: None,
+                rollout: None,
             }),
         };
     }
@@ -180,6 +185,7 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, policy: &
             restore_scheduler,
             release_gate,
             mark_gated_at: None,
+            rollout: None,
         })
     }
 }
@@ -208,6 +214,10 @@ pub fn patch_body(workload: &Workload, write: &Write) -> Value {
         if !release.delete_held_pods {
             body["metadata"]["annotations"][names::GATED_AT] = Value::Null;
         }
+    }
+    if let Some(marker) = &write.rollout {
+        body["metadata"]["annotations"][names::ROLLOUT] = json!(marker);
+        body["metadata"]["annotations"][names::HALT_RELEASED] = Value::Null;
     }
     if let Some(at) = &write.mark_gated_at {
         body["metadata"]["annotations"][names::GATED_AT] = json!(at.to_string());
@@ -368,6 +378,7 @@ mod tests {
                 restore_scheduler: None,
                 release_gate: None,
                 mark_gated_at: None,
+                rollout: None,
             })
         );
     }
@@ -417,6 +428,7 @@ mod tests {
             restore_scheduler: Some("my-scheduler".into()),
             release_gate: None,
             mark_gated_at: None,
+            rollout: None,
         };
         assert_eq!(plan(&w, &w.references(), &Fetched::new()), Plan::Write(expected));
     }
@@ -437,6 +449,7 @@ mod tests {
             restore_scheduler: Some(names::DEFAULT_SCHEDULER.into()),
             release_gate: None,
             mark_gated_at: None,
+            rollout: None,
         };
         assert_eq!(plan(&w, &w.references(), &Fetched::new()), Plan::Write(expected));
     }
@@ -472,6 +485,7 @@ mod tests {
                 restore_scheduler: None,
                 release_gate: None,
                 mark_gated_at: Some(now),
+                rollout: None,
             }
         );
         let body = patch_body(&w, &write);
@@ -498,6 +512,7 @@ mod tests {
                 restore_scheduler: None,
                 release_gate: None,
                 mark_gated_at: None,
+                rollout: None,
             },
         );
         assert_eq!(
@@ -516,6 +531,7 @@ mod tests {
                 restore_scheduler: Some("default-scheduler".into()),
                 release_gate: None,
                 mark_gated_at: None,
+                rollout: None,
             },
         );
         assert_eq!(

@@ -143,6 +143,8 @@ pub struct Effects {
     pub evict: Vec<ConfigKey>,
     /// Workloads that no longer exist: whatever was remembered about them is to be forgotten.
     pub deleted: Vec<WorkloadRef>,
+    /// Workloads whose rollout progress, hash or annotations changed: what paced rollouts wait for.
+    pub progressed: Vec<WorkloadRef>,
     /// The tracker just became ready (every scope listed once).
     pub became_ready: bool,
 }
@@ -214,7 +216,17 @@ impl Tracker {
             .any(|s| s.namespace.as_deref().is_none_or(|ns| ns == namespace))
     }
 
-    /// The current view of a workload.
+    /// Every workload seen.
+    pub fn workloads(&self) -> impl Iterator<Item = &Workload> + Clone {
+        self.workloads.values().map(|w| w.as_ref())
+    }
+
+    /// The view of one workload, borrowed.
+    pub fn workload_view(&self, id: &WorkloadRef) -> Option<&Workload> {
+        self.workloads.get(id).map(|w| w.as_ref())
+    }
+
+    /// The view of one workload, shared.
     pub fn workload(&self, id: &WorkloadRef) -> Option<Arc<Workload>> {
         self.workloads.get(id).cloned()
     }
@@ -299,6 +311,12 @@ impl Tracker {
             None => true,
             Some(prev) => prev.generation != w.generation || prev.annotations != w.annotations,
         };
+        let progressed = self.workloads.get(&w.id).is_some_and(|prev| {
+            changed || prev.progress != w.progress || prev.current_hash() != w.current_hash()
+        });
+        if self.ready && progressed && w.is_opted_in() {
+            fx.progressed.push(w.id.clone());
+        }
         if self.ready && changed && w.needs_reconcile() {
             fx.enqueue.push(w.id.clone());
         }
@@ -308,6 +326,7 @@ impl Tracker {
     fn delete_workload(&mut self, id: &WorkloadRef, fx: &mut Effects) {
         if self.workloads.remove(id).is_some() {
             fx.deleted.push(id.clone());
+            fx.progressed.push(id.clone());
         }
         fx.evict.extend(self.index.remove(id));
     }

@@ -1,8 +1,9 @@
 //! The one view of a Deployment, StatefulSet or DaemonSet that the rest of wave works with.
 //!
 //! The watch streams convert each typed object into a [`Workload`] at once, keeping only what deciding
-//! needs (identity, versions, metadata annotations, the pod template); status and the rest of the spec
-//! are dropped, which keeps the in-memory view small.
+//! needs (identity, versions, metadata annotations, the pod template, and the few status fields that
+//! say how far a rollout got: [`Progress`]); the rest of the spec and status is dropped, which keeps the
+//! in-memory view small.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -13,6 +14,7 @@ use serde::Deserialize;
 
 pub use super::kind::WorkloadKind;
 use super::refs::{self, References};
+pub use super::rollout::Progress;
 use crate::names;
 
 /// Identity of a workload.
@@ -58,6 +60,8 @@ pub struct Workload {
     pub annotations: BTreeMap<String, String>,
     /// `spec.template` (boxed: it is most of the size, and views move through channels).
     pub template: Box<PodTemplateSpec>,
+    /// How far its rollout got (`rollout::state` reads it).
+    pub progress: Progress,
 }
 
 /// The pod template in `body` (the object without its metadata, or the whole object) at the kind's
@@ -78,7 +82,9 @@ impl Workload {
         meta: ObjectMeta,
         body: &serde_json::Value,
     ) -> Result<Self, serde_json::Error> {
-        Ok(Self::from_parts(kind, meta, pod_template(kind, body)?))
+        let mut w = Self::from_parts(kind, meta, pod_template(kind, body)?);
+        w.progress = Progress::read(kind, body);
+        Ok(w)
     }
 
     /// The view of an object whose pod template cannot be read: its identity only, and no annotations,
@@ -102,6 +108,7 @@ impl Workload {
             generation: meta.generation.unwrap_or_default(),
             annotations: meta.annotations.unwrap_or_default(),
             template: Box::new(template.unwrap_or_default()),
+            progress: Progress::default(),
         }
     }
 
@@ -198,6 +205,7 @@ pub(crate) mod testing {
             template: Box::new(
                 serde_json::from_value(serde_json::json!({ "spec": spec })).expect("pod spec"),
             ),
+            progress: Progress::default(),
         }
     }
 }

@@ -84,6 +84,14 @@ pub struct Metrics {
     pub config_flapping: Gauge,
     /// Flapping episodes that began.
     pub flap_episodes: Counter,
+    /// Paced rollouts in progress (`--max-concurrent-rollouts`).
+    pub rollouts_in_progress: Gauge,
+    /// Workloads waiting for a rollout slot.
+    pub rollouts_queued: Gauge,
+    /// Workloads held back because a config version they would roll failed elsewhere.
+    pub rollouts_halted: Gauge,
+    /// Config versions halted because a rollout of them failed.
+    pub rollout_halts: Counter,
 }
 
 impl Metrics {
@@ -107,6 +115,10 @@ impl Metrics {
             webhook_requests: Family::default(),
             config_flapping: Gauge::default(),
             flap_episodes: Counter::default(),
+            rollouts_in_progress: Gauge::default(),
+            rollouts_queued: Gauge::default(),
+            rollouts_halted: Gauge::default(),
+            rollout_halts: Counter::default(),
         };
         let r = registry.sub_registry_with_prefix("wave");
         r.register(
@@ -181,6 +193,26 @@ impl Metrics {
             "config_flap_episodes",
             "Times a config object started flapping",
             m.flap_episodes.clone(),
+        );
+        r.register(
+            "rollouts_in_progress",
+            "Paced wave-triggered rollouts in progress, from the workloads' own status",
+            m.rollouts_in_progress.clone(),
+        );
+        r.register(
+            "rollouts_queued",
+            "Workloads waiting for a slot under --max-concurrent-rollouts",
+            m.rollouts_queued.clone(),
+        );
+        r.register(
+            "rollouts_halted",
+            "Workloads held back because a config version they would roll failed on another workload",
+            m.rollouts_halted.clone(),
+        );
+        r.register(
+            "rollout_halts",
+            "Config versions halted because a rollout of them failed",
+            m.rollout_halts.clone(),
         );
         m
     }

@@ -9,6 +9,7 @@ use kube::Client;
 use wave_core::coalesce::Coalescer;
 use wave_core::flap::FlapDetector;
 use wave_core::hash::Hashing;
+use wave_core::pace::Pacer;
 use wave_core::ratelimit::TokenBucket;
 use wave_core::refs::ConfigKey;
 use wave_core::tracker::Tracker;
@@ -58,6 +59,10 @@ pub struct Context {
     pub flaps: Mutex<FlapDetector<ConfigKey, WorkloadRef>>,
     /// Workloads a flapping object held back and that are owed a `ConfigSettled` Event with their write.
     pub settled: Mutex<BTreeSet<WorkloadRef>>,
+    /// Paced rollouts: the waiting line (`--max-concurrent-rollouts`; off at 0).
+    pub pacer: Mutex<Pacer>,
+    /// `--rollout-deadline`.
+    pub rollout_deadline: Duration,
 }
 
 impl Context {
@@ -86,6 +91,11 @@ impl Context {
     /// The flap breaker (short critical sections).
     pub fn flaps(&self) -> MutexGuard<'_, FlapDetector<ConfigKey, WorkloadRef>> {
         self.flaps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The pacer (short critical sections; taken after the tracker's lock, never before it).
+    pub fn pacer(&self) -> MutexGuard<'_, Pacer> {
+        self.pacer.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Workloads owed a `ConfigSettled` Event.

@@ -13,6 +13,7 @@ pub mod bookkeeping;
 pub mod content;
 pub mod context;
 pub mod held_pods;
+pub mod pacing;
 pub mod reconcile;
 pub mod watch;
 pub mod workqueue;
@@ -29,6 +30,7 @@ use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 use wave_core::flap::{FlapDetector, Observed};
 use wave_core::hash::Hashing;
+use wave_core::pace::Pacer;
 use wave_core::ratelimit::TokenBucket;
 use wave_core::tracker::{Change, Tracker};
 use wave_core::workload::{WorkloadKind, WorkloadRef};
@@ -92,6 +94,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         min_rollout_interval: config.min_rollout_interval,
         flaps: Mutex::new(FlapDetector::new(config.flap)),
         settled: Mutex::default(),
+        pacer: Mutex::new(Pacer::new(config.max_concurrent_rollouts)),
+        rollout_deadline: config.rollout_deadline,
     });
     if config.leader_election.is_none() {
         metrics.leader.set(1);
@@ -169,6 +173,7 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
             ctx.missing.forget(id);
             ctx.coalescer().forget(id);
             ctx.settled().remove(id);
+            ctx.pacer().forget(id);
         }
         for key in &fx.changed_configs {
             let observed = ctx.flaps().observe(key, seen);
@@ -188,6 +193,13 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
         let triggered = fx.config_triggered.then_some(seen);
         for id in fx.enqueue {
             ctx.queue.add(id, triggered);
+        }
+        if !fx.progressed.is_empty() {
+            let halts = pacing::progressed(&ctx);
+            if !halts.new.is_empty() {
+                let ctx = ctx.clone();
+                tokio::spawn(async move { pacing::announce(&ctx, halts).await });
+            }
         }
     }
 }

@@ -6,6 +6,7 @@
 //!   Blocked ─► one Warning Event per distinct missing set; woken again when the config appears
 //!   Write   ─► a rollout? held while a config object it uses flaps (`flap`), else coalesced to one
 //!              per --min-rollout-interval (`coalesce`): requeued for when it may roll
+//!           ─► paced? (`pacing`) queued for a slot, or halted by a config version that failed
 //!           ─► token (global bucket; none ⇒ a place in line, requeued for when it is due)
 //!           ─► lease still held? (`lease::LeaseCheck`; no ⇒ NotLeader) ─► PATCH (merge patch,
 //!              field manager `wave`, guarded by resourceVersion) ─► Events after success
@@ -23,7 +24,7 @@ use wave_core::refs::References;
 use wave_core::workload::{Workload, WorkloadRef};
 
 use super::context::Context;
-use super::held_pods;
+use super::{held_pods, pacing};
 use crate::api::{self, describe, error_chain, is_conflict, is_not_found};
 use crate::error::ReconcileError;
 use crate::events::EventType;
@@ -58,6 +59,10 @@ pub enum Outcome {
     Coalesced(Duration),
     /// A config object it uses is flapping: look again once that has been quiet, after this long.
     HeldFlapping(Duration),
+    /// Waiting for a rollout slot: woken when one frees (or look again after this long).
+    Queued(Option<Duration>),
+    /// A config version it would roll failed on another workload: woken when the halt ends.
+    Halted,
     /// The pods held by a released gate were deleted, and the mark removed.
     HeldPodsDeleted,
     /// The workload's controller has not yet seen wave's last write: look again after this long.
@@ -77,6 +82,8 @@ impl Outcome {
             Outcome::RateLimited(_) => "rate_limited",
             Outcome::Coalesced(_) => "coalesced",
             Outcome::HeldFlapping(_) => "held_flapping",
+            Outcome::Queued(_) => "queued",
+            Outcome::Halted => "halted",
             Outcome::HeldPodsDeleted => "held_pods_deleted",
             Outcome::Waiting(_) => "waiting",
         }
@@ -93,6 +100,10 @@ pub async fn reconcile(
     if !matches!(result, Ok(Outcome::RateLimited(_))) {
         // A waiter that woke to find nothing to write (or no workload) gives its token back.
         ctx.limiter().cancel(id);
+    }
+    if !matches!(result, Ok(Outcome::Queued(_) | Outcome::Halted)) {
+        // Nothing left to wait for: it leaves the line (a rollout it was admitted to keeps its slot).
+        ctx.pacer().forget(id);
     }
     result
 }
@@ -136,7 +147,10 @@ async fn plan_and_write(
                 report_missing(ctx, &workload, missing_message(&missing)).await;
                 return Ok(Outcome::Blocked { recheck_after });
             }
-            Plan::Write(write) => write,
+            Plan::Write(mut write) => {
+                pacing::mark(ctx, &workload, &refs, &fetched, &mut write);
+                write
+            }
             Plan::DeleteHeldPods if !may_write(ctx, id).await? => return Ok(not_writing(ctx)),
             Plan::DeleteHeldPods => return held_pods::delete(ctx, &workload).await,
         };
@@ -144,15 +158,20 @@ async fn plan_and_write(
         if rollout && let Some(outcome) = hold_back(ctx, &workload, &refs).await {
             return Ok(outcome);
         }
-        if let Err(wait) = ctx.limiter().reserve(id, Instant::now()) {
-            return Ok(Outcome::RateLimited(wait));
+        let paced = rollout && write.rollout.is_some();
+        if let Some(hash) = write.hash.as_deref().filter(|_| paced)
+            && let Some(outcome) = pacing::admit(ctx, &workload, &refs, &fetched, hash).await
+        {
+            return Ok(outcome);
         }
-        if !may_write(ctx, id).await? {
-            return Ok(not_writing(ctx));
+        let result = write_once(ctx, &workload, &write).await;
+        if paced && matches!(result, Err(_) | Ok(Some(Outcome::Gone | Outcome::NotLeader))) {
+            // No write is coming: the slot taken for it frees (a retry asks for one again). A wait for
+            // a token or the lease, or a conflict, keeps it.
+            pacing::cancel(ctx, id).await;
         }
-        let body = plan::patch_body(&workload, &write);
-        match api::patch_workload(&ctx.client, id, &body).await {
-            Ok(()) => {
+        match result? {
+            Some(Outcome::Written) => {
                 if rollout {
                     // Only config-triggered rollouts start an interval: a workload's first hash does not.
                     ctx.coalescer().record(id, Instant::now());
@@ -161,8 +180,8 @@ async fn plan_and_write(
                 after_write(ctx, &workload, &write, triggered).await;
                 return Ok(Outcome::Written);
             }
-            Err(e) if is_not_found(&e) => return Ok(Outcome::Gone),
-            Err(e) if is_conflict(&e) && attempt < CONFLICT_ATTEMPTS => {
+            Some(outcome) => return Ok(outcome),
+            None if attempt < CONFLICT_ATTEMPTS => {
                 tracing::debug!(workload = %id, attempt, "conflict; re-reading and re-planning");
                 match api::get_workload(&ctx.client, id).await {
                     Ok(Some(fresh)) => workload = Arc::new(fresh),
@@ -175,29 +194,50 @@ async fn plan_and_write(
                     }
                 }
             }
-            Err(e) if is_conflict(&e) => break,
-            Err(source) => {
-                let note = format!("Writing the config hash failed: {}", describe(&source));
-                ctx.events
-                    .publish(
-                        &workload,
-                        EventType::Warning,
-                        reason::WRITE_FAILED,
-                        action::UPDATE_CONFIG_HASH,
-                        note,
-                    )
-                    .await;
-                return Err(ReconcileError::PatchWorkload {
-                    workload: id.clone(),
-                    source: Box::new(source),
-                });
-            }
+            None => break,
         }
     }
     Err(ReconcileError::Conflict {
         workload: id.clone(),
         attempts: CONFLICT_ATTEMPTS,
     })
+}
+
+/// One write: a token, the lease, the PATCH. `Ok(None)` is a 409 Conflict (re-read and re-plan).
+async fn write_once(
+    ctx: &Context,
+    workload: &Workload,
+    write: &Write,
+) -> Result<Option<Outcome>, ReconcileError> {
+    let id = &workload.id;
+    if let Err(wait) = ctx.limiter().reserve(id, Instant::now()) {
+        return Ok(Some(Outcome::RateLimited(wait)));
+    }
+    if !may_write(ctx, id).await? {
+        return Ok(Some(not_writing(ctx)));
+    }
+    let body = plan::patch_body(workload, write);
+    match api::patch_workload(&ctx.client, id, &body).await {
+        Ok(()) => Ok(Some(Outcome::Written)),
+        Err(e) if is_not_found(&e) => Ok(Some(Outcome::Gone)),
+        Err(e) if is_conflict(&e) => Ok(None),
+        Err(source) => {
+            let note = format!("Writing the config hash failed: {}", describe(&source));
+            ctx.events
+                .publish(
+                    workload,
+                    EventType::Warning,
+                    reason::WRITE_FAILED,
+                    action::UPDATE_CONFIG_HASH,
+                    note,
+                )
+                .await;
+            Err(ReconcileError::PatchWorkload {
+                workload: id.clone(),
+                source: Box::new(source),
+            })
+        }
+    }
 }
 
 /// Whether `write` rolls the workload because its config changed: a new hash on a workload that had
@@ -442,6 +482,7 @@ fn retry_after(result: &Result<Outcome, ReconcileError>, failures: u32) -> Optio
             | Outcome::Coalesced(wait)
             | Outcome::HeldFlapping(wait),
         ) => Some(*wait),
+        Ok(Outcome::Queued(recheck)) => *recheck,
         Ok(Outcome::LeaseUnconfirmed) => Some(LEASE_RECHECK),
         Ok(Outcome::Blocked { recheck_after }) => *recheck_after,
         Ok(_) => None,
@@ -490,6 +531,8 @@ mod tests {
             Outcome::Gone,
             Outcome::NotLeader,
             Outcome::HeldPodsDeleted,
+            Outcome::Halted,
+            Outcome::Queued(None),
         ] {
             assert_eq!(retry_after(&Ok(done.clone()), 0), None, "{done:?}");
         }

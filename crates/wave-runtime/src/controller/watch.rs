@@ -1,7 +1,7 @@
 //! Watch streams: one per [`Scope`] (resource × namespace), merged into one stream of [`Change`]s.
 //!
 //! ```text
-//! Api<DynamicObject> per workload kind ─watcher─► Workload (status and spec dropped) ───┐
+//! Api<DynamicObject> per workload kind ─watcher─► Workload (template and progress kept) ───┐
 //! Api<PartialObjectMeta<ConfigMap|Secret>> ─watcher─► ConfigMeta (key, uid, rv) ───────┼─► Change
 //! ```
 //!
@@ -28,7 +28,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use wave_core::refs::{ConfigKey, ConfigKind};
 use wave_core::tracker::{Change, ConfigMeta, Event, ObjectVersion, Resource as Watched, Scope};
-use wave_core::workload::{Workload, WorkloadKind, pod_template};
+use wave_core::workload::{Progress, Workload, WorkloadKind, pod_template};
 
 use crate::api::{self, describe as describe_error};
 use crate::metrics::{Metrics, ResourceLabel};
@@ -186,7 +186,11 @@ fn workload_change(kind: WorkloadKind) -> impl Fn(Scope, Event<DynamicObject>) -
 /// cannot be hashed, and the watch goes on for every other object.
 fn to_workload(kind: WorkloadKind, object: DynamicObject) -> Workload {
     match pod_template(kind, &object.data) {
-        Ok(template) => Workload::from_parts(kind, object.metadata, template),
+        Ok(template) => {
+            let mut w = Workload::from_parts(kind, object.metadata, template);
+            w.progress = Progress::read(kind, &object.data);
+            w
+        }
         Err(e) => {
             let name = object.metadata.name.as_deref().unwrap_or_default();
             let namespace = object.metadata.namespace.as_deref().unwrap_or_default();

@@ -1,0 +1,686 @@
+//! Pacing (`--max-concurrent-rollouts`) and health-gated propagation (`docs/behaviour.md`, "Pacing
+//! rollouts" and "Halting a bad config").
+//!
+//! ```text
+//! workloads (tracker) ─► census: which wave rollouts are in progress (their own status, `rollout`),
+//!                                which failed, and so which config versions are halted
+//! a rollout to write ─► Pacer::decide(census, its triggers) ─► Go | Queued (FIFO by priority) | Halted
+//! a slot frees (status) ─► Pacer::due ─► the next waiting workloads are woken
+//! ```
+//!
+//! What must survive a restart lives in the cluster, not in memory: every write wave makes while
+//! pacing carries a *rollout marker* on the workload's metadata (the hash it rolled, when, and the
+//! version of each config object that went into it). From the markers and the workloads' status a
+//! restarted wave rebuilds which rollouts are in progress and which config versions failed. Memory
+//! only holds the order of the waiting workloads (rebuilt, in a new order, by the startup reconcile)
+//! and the rollouts just admitted that the watch has not shown yet.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use super::hash::{Fetched, Hashing};
+use super::refs::{ConfigKey, ConfigKind, References};
+use super::rollout::{self, State};
+use super::workload::{Workload, WorkloadKind, WorkloadRef};
+use crate::duration;
+use crate::names;
+
+/// `--rollout-deadline` default: how long a StatefulSet or DaemonSet rollout may take before it counts
+/// as failed (Deployments use their own `progressDeadlineSeconds`).
+pub const DEFAULT_ROLLOUT_DEADLINE: Duration = Duration::from_secs(600);
+
+/// Stands in for the digest of a referenced object that does not exist.
+const ABSENT: &str = "absent";
+
+/// One version of one config object: `ConfigMap/ns/name` and a short digest of its data.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version {
+    /// `Kind/namespace/name`.
+    pub object: String,
+    /// Short digest of its data (keyed like the config hash).
+    pub digest: String,
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} version {}", self.object, self.digest)
+    }
+}
+
+impl Version {
+    /// The config object, read back from its name.
+    pub fn key(&self) -> Option<ConfigKey> {
+        let mut parts = self.object.splitn(3, '/');
+        let kind = match parts.next()? {
+            "ConfigMap" => ConfigKind::ConfigMap,
+            "Secret" => ConfigKind::Secret,
+            _ => return None,
+        };
+        Some(ConfigKey::new(kind, parts.next()?, parts.next()?))
+    }
+}
+
+/// The name of a config object in a marker: `ConfigMap/ns/name`.
+pub fn object_name(key: &ConfigKey) -> String {
+    format!("{}/{}/{}", key.kind.kind(), key.namespace, key.name)
+}
+
+/// The version of every object `refs` names, from its fetched content.
+pub fn versions(refs: &References, fetched: &Fetched, hashing: &Hashing) -> BTreeMap<String, String> {
+    refs.keys()
+        .into_iter()
+        .map(|key| {
+            let digest = fetched
+                .get(&key)
+                .map_or_else(|| ABSENT.to_string(), |c| c.digest(hashing));
+            (object_name(&key), digest)
+        })
+        .collect()
+}
+
+/// The rollout marker, `wave.pusher.com/rollout` on the workload's metadata.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Marker {
+    /// The config hash this rollout wrote.
+    pub hash: String,
+    /// When wave wrote it (RFC 3339): the start of the rollout deadline.
+    pub at: String,
+    /// The version of each config object in the hash.
+    pub config: BTreeMap<String, String>,
+    /// The objects whose version differs from the previous rollout's: what this rollout delivers.
+    pub changed: BTreeSet<String>,
+}
+
+impl Marker {
+    /// The marker on a workload, if it has a readable one (an unreadable one is treated as absent:
+    /// the workload then counts as never paced).
+    pub fn read(workload: &Workload) -> Option<Self> {
+        serde_json::from_str(workload.annotations.get(names::ROLLOUT)?).ok()
+    }
+
+    /// The marker for a rollout to `hash` with `versions`, after `previous`.
+    pub fn next(
+        hash: &str,
+        versions: BTreeMap<String, String>,
+        previous: Option<&Marker>,
+        now: Timestamp,
+    ) -> Self {
+        let changed = triggers(previous, &versions)
+            .into_iter()
+            .map(|v| v.object)
+            .collect();
+        Self {
+            hash: hash.to_string(),
+            at: now.to_string(),
+            config: versions,
+            changed,
+        }
+    }
+
+    /// The annotation value.
+    pub fn render(&self) -> String {
+        serde_json::to_string(self).expect("a marker always serialises")
+    }
+
+    fn started(&self) -> Option<Timestamp> {
+        self.at.parse().ok()
+    }
+}
+
+/// The config versions a rollout to `versions` would deliver: those that differ from `previous`
+/// (all of them when there is no previous marker).
+pub fn triggers(previous: Option<&Marker>, versions: &BTreeMap<String, String>) -> Vec<Version> {
+    versions
+        .iter()
+        .filter(|(object, digest)| previous.is_none_or(|p| p.config.get(*object) != Some(*digest)))
+        .map(|(object, digest)| Version {
+            object: object.clone(),
+            digest: digest.clone(),
+        })
+        .collect()
+}
+
+/// The workload's rollout deadline: `wave.pusher.com/rollout-deadline`, else `default`. The second value
+/// says why a bad annotation was ignored.
+pub fn deadline(workload: &Workload, default: Duration) -> (Duration, Option<String>) {
+    duration::annotation(&workload.annotations, names::ROLLOUT_DEADLINE, default)
+}
+
+/// The workload's place in the queue: `wave.pusher.com/rollout-priority` (an integer, higher first;
+/// default 0). The second value says why a bad annotation was ignored.
+pub fn priority(workload: &Workload) -> (i64, Option<String>) {
+    match workload.annotations.get(names::ROLLOUT_PRIORITY) {
+        None => (0, None),
+        Some(v) => match v.trim().parse() {
+            Ok(p) => (p, None),
+            Err(_) => (
+                0,
+                Some(format!(
+                    "{}: {v:?} is not an integer; using 0",
+                    names::ROLLOUT_PRIORITY
+                )),
+            ),
+        },
+    }
+}
+
+/// A config version that failed: wave rolls it into no further workload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Halt {
+    /// The version.
+    pub version: Version,
+    /// The workload whose rollout of it failed (the first one, in name order).
+    pub failed: WorkloadRef,
+    /// Why that rollout failed.
+    pub why: String,
+}
+
+impl Halt {
+    /// The sentence Events, logs and `wave explain` use.
+    pub fn describe(&self) -> String {
+        format!("{} failed on {} ({})", self.version, self.failed, self.why)
+    }
+}
+
+/// What the cluster says about wave's paced rollouts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Census {
+    /// Workloads whose wave rollout is in progress.
+    pub rolling: BTreeSet<WorkloadRef>,
+    /// Workloads whose wave rollout failed, and why.
+    pub failed: BTreeMap<WorkloadRef, String>,
+    /// Halted config versions.
+    pub halts: BTreeMap<Version, Halt>,
+    /// The earliest time a rolling StatefulSet or DaemonSet passes its deadline.
+    pub next_deadline: Option<Timestamp>,
+}
+
+impl Census {
+    /// The halt, if any, that a rollout delivering `triggers` runs into.
+    pub fn halt_for<'a>(&'a self, triggers: &[Version]) -> Option<&'a Halt> {
+        triggers.iter().find_map(|v| self.halts.get(v))
+    }
+}
+
+/// Reads the census from `workloads`: each one whose marker names its current hash is a wave rollout,
+/// and its own status says whether that rollout is in progress, failed or complete.
+pub fn census<'a>(
+    workloads: impl IntoIterator<Item = &'a Workload>,
+    default_deadline: Duration,
+    now: Timestamp,
+) -> Census {
+    let mut c = Census::default();
+    for w in workloads {
+        let Some(marker) = Marker::read(w) else {
+            continue;
+        };
+        if w.current_hash() != Some(marker.hash.as_str()) {
+            continue;
+        }
+        let (limit, _) = deadline(w, default_deadline);
+        let started = marker.started();
+        match rollout::state(w.id.kind, w.generation, &w.progress, started, limit, now) {
+            State::Complete => {}
+            State::Progressing => {
+                c.rolling.insert(w.id.clone());
+                if w.id.kind != WorkloadKind::DEPLOYMENT
+                    && let Some(end) = started.and_then(|s| s.checked_add(limit).ok())
+                {
+                    c.next_deadline = Some(c.next_deadline.map_or(end, |d| d.min(end)));
+                }
+            }
+            State::Failed(why) => {
+                let released = w.annotations.get(names::HALT_RELEASED) == Some(&marker.hash);
+                if !released {
+                    for object in &marker.changed {
+                        let version = Version {
+                            object: object.clone(),
+                            digest: marker.config.get(object).cloned().unwrap_or_default(),
+                        };
+                        c.halts.entry(version.clone()).or_insert_with(|| Halt {
+                            version,
+                            failed: w.id.clone(),
+                            why: why.clone(),
+                        });
+                    }
+                }
+                c.failed.insert(w.id.clone(), why);
+            }
+        }
+    }
+    c
+}
+
+/// What the pacer says about one rollout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Roll now: the workload holds a slot until its rollout completes or fails.
+    Go,
+    /// Wait: the workload is `position`th (from 1) of `waiting`, behind `rolling` rollouts in progress.
+    Queued {
+        /// Whether it just joined the line (so it is told once).
+        first: bool,
+        /// Place in line, from 1.
+        position: usize,
+        /// How many wait.
+        waiting: usize,
+        /// Rollouts in progress.
+        rolling: usize,
+    },
+    /// The rollout would deliver a config version that failed elsewhere.
+    Halted {
+        /// The halt.
+        halt: Halt,
+        /// Whether this halt just started holding the workload (so it is told once).
+        first: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Ticket {
+    priority: i64,
+    seq: u64,
+}
+
+/// The in-memory half of pacing: the waiting line and the rollouts admitted but not yet seen.
+#[derive(Debug)]
+pub struct Pacer {
+    limit: usize,
+    waiting: HashMap<WorkloadRef, Ticket>,
+    admitted: HashMap<WorkloadRef, String>,
+    halted: BTreeMap<WorkloadRef, Version>,
+    halts: BTreeSet<Version>,
+    next_seq: u64,
+}
+
+/// How the halts changed since the pacer last looked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HaltChanges {
+    /// Versions newly halted.
+    pub new: Vec<Halt>,
+    /// Whether a halt ended (by a new version or by hand): the workloads it held are to look again.
+    pub ended: bool,
+}
+
+impl Pacer {
+    /// A pacer allowing `limit` rollouts at once; 0 turns pacing off.
+    pub fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            waiting: HashMap::new(),
+            admitted: HashMap::new(),
+            halted: BTreeMap::new(),
+            halts: BTreeSet::new(),
+            next_seq: 0,
+        }
+    }
+
+    /// Whether pacing is on.
+    pub fn is_on(&self) -> bool {
+        self.limit > 0
+    }
+
+    /// The census of `workloads`, with the rollouts admitted but not yet seen counted as in progress
+    /// (an admitted one is seen once its workload carries the admitted hash), and what changed in the
+    /// halts since the last call.
+    pub fn census<'a>(
+        &mut self,
+        workloads: impl IntoIterator<Item = &'a Workload> + Clone,
+        lookup: impl Fn(&WorkloadRef) -> Option<&'a Workload>,
+        default_deadline: Duration,
+        now: Timestamp,
+    ) -> (Census, HaltChanges) {
+        let mut c = census(workloads, default_deadline, now);
+        self.admitted
+            .retain(|id, hash| lookup(id).is_some_and(|w| w.current_hash() != Some(hash.as_str())));
+        c.rolling.extend(self.admitted.keys().cloned());
+        let now_halted: BTreeSet<Version> = c.halts.keys().cloned().collect();
+        let changes = HaltChanges {
+            new: c
+                .halts
+                .values()
+                .filter(|h| !self.halts.contains(&h.version))
+                .cloned()
+                .collect(),
+            ended: self.halts.iter().any(|v| !now_halted.contains(v)),
+        };
+        self.halts = now_halted;
+        (c, changes)
+    }
+
+    /// Decides one rollout of `id` to `hash`, delivering `triggers`. `Go` admits it at once (the slot
+    /// is taken before the write, so concurrent decisions never over-admit).
+    pub fn decide(
+        &mut self,
+        id: &WorkloadRef,
+        hash: &str,
+        priority: i64,
+        census: &Census,
+        triggers: &[Version],
+    ) -> Admission {
+        if let Some(halt) = census.halt_for(triggers).filter(|h| &h.failed != id) {
+            self.waiting.remove(id);
+            self.admitted.remove(id);
+            let first = self.halted.insert(id.clone(), halt.version.clone()).as_ref() != Some(&halt.version);
+            return Admission::Halted {
+                halt: halt.clone(),
+                first,
+            };
+        }
+        self.halted.remove(id);
+        if self.admitted.contains_key(id) || census.rolling.contains(id) {
+            // Already rolling: a newer change replaces the rollout in its slot.
+            self.waiting.remove(id);
+            self.admitted.insert(id.clone(), hash.to_string());
+            return Admission::Go;
+        }
+        let seq = self.next_seq;
+        let first = !self.waiting.contains_key(id);
+        let ticket = self.waiting.entry(id.clone()).or_insert(Ticket { priority, seq });
+        ticket.priority = priority;
+        if first {
+            self.next_seq += 1;
+        }
+        let rolling = census.rolling.len();
+        let free = self.limit.saturating_sub(rolling);
+        let position = self.line(census).iter().position(|w| w == id).unwrap_or(0);
+        if position < free {
+            self.waiting.remove(id);
+            self.admitted.insert(id.clone(), hash.to_string());
+            Admission::Go
+        } else {
+            Admission::Queued {
+                first,
+                position: position + 1,
+                waiting: self.waiting.len(),
+                rolling,
+            }
+        }
+    }
+
+    /// The waiting workloads in the order they roll: a workload whose last rollout failed first (a
+    /// new version is its fix), then higher priority, then first come.
+    fn line(&self, census: &Census) -> Vec<WorkloadRef> {
+        let mut line: Vec<(&WorkloadRef, &Ticket)> = self.waiting.iter().collect();
+        line.sort_by_key(|(id, t)| (!census.failed.contains_key(*id), -t.priority, t.seq));
+        line.into_iter().map(|(id, _)| id.clone()).collect()
+    }
+
+    /// The waiting workloads that may roll now: the head of the line, as many as slots are free.
+    pub fn due(&self, census: &Census) -> Vec<WorkloadRef> {
+        let free = self.limit.saturating_sub(census.rolling.len());
+        self.line(census).into_iter().take(free).collect()
+    }
+
+    /// The workloads waiting in the line.
+    pub fn waiting(&self) -> impl Iterator<Item = &WorkloadRef> {
+        self.waiting.keys()
+    }
+
+    /// The workloads a halt holds back.
+    pub fn halted(&self) -> impl Iterator<Item = &WorkloadRef> {
+        self.halted.keys()
+    }
+
+    /// How many wait, and how many are held by halts.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.waiting.len(), self.halted.len())
+    }
+
+    /// Forgets `id` in the line and among the held (it has nothing to roll, or it is gone).
+    pub fn forget(&mut self, id: &WorkloadRef) {
+        self.waiting.remove(id);
+        self.halted.remove(id);
+    }
+
+    /// Gives back the slot taken for a write that was not made.
+    pub fn cancel(&mut self, id: &WorkloadRef) {
+        self.admitted.remove(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::Progress;
+    use crate::workload::testing::deployment;
+    use serde_json::json;
+
+    const NOW: &str = "2026-11-23T12:00:00Z";
+
+    fn now() -> Timestamp {
+        NOW.parse().unwrap()
+    }
+
+    fn v(object: &str, digest: &str) -> Version {
+        Version {
+            object: object.into(),
+            digest: digest.into(),
+        }
+    }
+
+    /// A Deployment rolled by wave to `hash`, delivering `changed` at `digest`, in `status`.
+    fn rolled(name: &str, hash: &str, digest: &str, status: serde_json::Value) -> Workload {
+        let mut w = deployment("ns", name, &[], json!({"containers": []}));
+        let versions = BTreeMap::from([("ConfigMap/ns/cm".to_string(), digest.to_string())]);
+        let marker = Marker::next(hash, versions, None, now());
+        w.annotations.insert(names::ROLLOUT.into(), marker.render());
+        w.template.metadata =
+            Some(serde_json::from_value(json!({"annotations": {(names::CONFIG_HASH): hash}})).unwrap());
+        w.progress = Progress::read(
+            WorkloadKind::DEPLOYMENT,
+            &json!({"spec": {"replicas": 1}, "status": status}),
+        );
+        w
+    }
+
+    fn rolling() -> serde_json::Value {
+        json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 1})
+    }
+
+    fn failed() -> serde_json::Value {
+        json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 1,
+            "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]})
+    }
+
+    fn done() -> serde_json::Value {
+        json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1})
+    }
+
+    fn id(name: &str) -> WorkloadRef {
+        WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", name)
+    }
+
+    #[test]
+    fn a_marker_names_what_changed_since_the_previous_rollout() {
+        let first = BTreeMap::from([
+            ("ConfigMap/ns/a".to_string(), "1".to_string()),
+            ("Secret/ns/b".to_string(), "1".to_string()),
+        ]);
+        let m1 = Marker::next("h1", first.clone(), None, now());
+        assert_eq!(
+            m1.changed.len(),
+            2,
+            "without a previous marker everything is delivered"
+        );
+        let mut second = first;
+        second.insert("Secret/ns/b".into(), "2".into());
+        let m2 = Marker::next("h2", second.clone(), Some(&m1), now());
+        assert_eq!(m2.changed, BTreeSet::from(["Secret/ns/b".to_string()]));
+        assert_eq!(triggers(Some(&m2), &second), vec![]);
+        let mut w = deployment("ns", "w", &[], json!({"containers": []}));
+        w.annotations.insert(names::ROLLOUT.into(), m2.render());
+        assert_eq!(Marker::read(&w), Some(m2));
+        w.annotations.insert(names::ROLLOUT.into(), "{not json".into());
+        assert_eq!(Marker::read(&w), None, "an unreadable marker counts as none");
+    }
+
+    #[test]
+    fn the_census_counts_rolling_and_failed_rollouts_and_halts_the_versions_that_failed() {
+        let ws = [
+            rolled("a", "h", "bad", rolling()),
+            rolled("b", "h", "bad", failed()),
+            rolled("c", "h", "bad", done()),
+        ];
+        let c = census(&ws, DEFAULT_ROLLOUT_DEADLINE, now());
+        assert_eq!(c.rolling, BTreeSet::from([id("a")]));
+        assert_eq!(c.failed.keys().collect::<Vec<_>>(), [&id("b")]);
+        let halt = &c.halts[&v("ConfigMap/ns/cm", "bad")];
+        assert_eq!(halt.failed, id("b"));
+        assert!(halt.describe().contains("ProgressDeadlineExceeded"));
+        assert!(c.halt_for(&[v("ConfigMap/ns/cm", "good")]).is_none());
+        assert_eq!(
+            halt.version.key(),
+            Some(ConfigKey::new(ConfigKind::ConfigMap, "ns", "cm")),
+            "the object is read back from the marker"
+        );
+    }
+
+    #[test]
+    fn a_marker_that_is_not_the_current_hash_or_a_released_halt_counts_for_nothing() {
+        let mut stale = rolled("a", "h", "bad", failed());
+        stale.template.metadata = None;
+        let mut released = rolled("b", "h", "bad", failed());
+        released
+            .annotations
+            .insert(names::HALT_RELEASED.into(), "h".into());
+        let c = census([&stale, &released], DEFAULT_ROLLOUT_DEADLINE, now());
+        assert!(c.halts.is_empty());
+        assert!(!c.failed.contains_key(&id("a")));
+        assert!(
+            c.failed.contains_key(&id("b")),
+            "released, but its own rollout still failed"
+        );
+    }
+
+    #[test]
+    fn at_most_the_limit_rolls_and_the_rest_wait_first_come_first_served() {
+        let mut p = Pacer::new(2);
+        let c = Census::default();
+        let t = [v("ConfigMap/ns/cm", "2")];
+        assert_eq!(p.decide(&id("a"), "h", 0, &c, &t), Admission::Go);
+        let (c, _) = p.census([], |_| None::<&Workload>, DEFAULT_ROLLOUT_DEADLINE, now());
+        assert!(
+            c.rolling.is_empty(),
+            "an admitted workload that is gone holds no slot"
+        );
+        let mut c = Census::default();
+        for name in ["a", "b"] {
+            assert_eq!(p.decide(&id(name), "h", 0, &c, &t), Admission::Go);
+            c.rolling.insert(id(name));
+        }
+        assert_eq!(
+            p.decide(&id("c"), "h", 0, &c, &t),
+            Admission::Queued {
+                first: true,
+                position: 1,
+                waiting: 1,
+                rolling: 2
+            }
+        );
+        assert_eq!(
+            p.decide(&id("d"), "h", 0, &c, &t),
+            Admission::Queued {
+                first: true,
+                position: 2,
+                waiting: 2,
+                rolling: 2
+            }
+        );
+        assert_eq!(
+            p.decide(&id("c"), "h", 0, &c, &t),
+            Admission::Queued {
+                first: false,
+                position: 1,
+                waiting: 2,
+                rolling: 2
+            },
+            "asking again keeps the place"
+        );
+        c.rolling.remove(&id("a"));
+        assert_eq!(p.due(&c), [id("c")]);
+        assert_eq!(
+            p.decide(&id("d"), "h", 0, &c, &t),
+            Admission::Queued {
+                first: false,
+                position: 2,
+                waiting: 2,
+                rolling: 1
+            },
+            "the free slot is c's"
+        );
+        assert_eq!(p.decide(&id("c"), "h", 0, &c, &t), Admission::Go);
+        assert_eq!(
+            p.decide(&id("b"), "h2", 0, &c, &t),
+            Admission::Go,
+            "a rolling workload keeps its slot"
+        );
+    }
+
+    #[test]
+    fn priority_goes_before_arrival_and_a_failed_workload_goes_first() {
+        let mut p = Pacer::new(1);
+        let mut c = Census::default();
+        c.rolling.insert(id("busy"));
+        let t = [v("ConfigMap/ns/cm", "2")];
+        for (name, prio) in [("low", 0), ("high", 5), ("broken", 0)] {
+            assert!(matches!(
+                p.decide(&id(name), "h", prio, &c, &t),
+                Admission::Queued { .. }
+            ));
+        }
+        assert_eq!(p.line(&c), [id("high"), id("low"), id("broken")]);
+        c.failed.insert(id("broken"), "ProgressDeadlineExceeded".into());
+        assert_eq!(p.line(&c)[0], id("broken"));
+    }
+
+    #[test]
+    fn a_halted_version_rolls_nowhere_else_and_a_new_version_rolls_again() {
+        let mut p = Pacer::new(5);
+        let ws = [rolled("failed", "h", "bad", failed())];
+        let lookup = |i: &WorkloadRef| ws.iter().find(|w| &w.id == i);
+        let (c, changes) = p.census(&ws, lookup, DEFAULT_ROLLOUT_DEADLINE, now());
+        assert_eq!(changes.new.len(), 1);
+        let bad = [v("ConfigMap/ns/cm", "bad")];
+        let Admission::Halted { halt, first: true } = p.decide(&id("other"), "h", 0, &c, &bad) else {
+            panic!("the bad version must not roll");
+        };
+        assert_eq!(halt.failed, id("failed"));
+        assert!(
+            matches!(
+                p.decide(&id("other"), "h", 0, &c, &bad),
+                Admission::Halted { first: false, .. }
+            ),
+            "told once"
+        );
+        assert_eq!(p.counts(), (0, 1));
+        let good = [v("ConfigMap/ns/cm", "good")];
+        assert_eq!(p.decide(&id("other"), "h2", 0, &c, &good), Admission::Go);
+        let (_, changes) = p.census(&ws, lookup, DEFAULT_ROLLOUT_DEADLINE, now());
+        assert_eq!(changes, HaltChanges::default(), "a halt is reported once");
+        let (_, changes) = p.census([], lookup, DEFAULT_ROLLOUT_DEADLINE, now());
+        assert!(changes.ended);
+    }
+
+    #[test]
+    fn a_bad_priority_or_deadline_annotation_is_named_and_ignored() {
+        let w = deployment(
+            "ns",
+            "w",
+            &[
+                (names::ROLLOUT_PRIORITY, "high"),
+                (names::ROLLOUT_DEADLINE, "soon"),
+            ],
+            json!({"containers": []}),
+        );
+        let (p, why) = priority(&w);
+        assert_eq!(p, 0);
+        assert!(why.unwrap().contains(names::ROLLOUT_PRIORITY));
+        let (d, why) = deadline(&w, DEFAULT_ROLLOUT_DEADLINE);
+        assert_eq!(d, DEFAULT_ROLLOUT_DEADLINE);
+        assert!(why.unwrap().contains(names::ROLLOUT_DEADLINE));
+    }
+}

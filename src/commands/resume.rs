@@ -1,0 +1,46 @@
+//! `wave resume (configmap|secret)/NAME`: releases the halts of that object's current version, so it
+//! rolls into the workloads it held back (`docs/behaviour.md`, "Halting a bad config").
+//!
+//! A halt is read from the cluster (`wave_core::pace::census`): a workload whose wave rollout of the
+//! version failed. Releasing it marks that workload with `wave.pusher.com/halt-released: <its hash>`;
+//! the controller then no longer counts the failure as a halt, and wakes the workloads it held.
+
+use std::process::ExitCode;
+
+use serde_json::json;
+use wave_core::names;
+use wave_core::pace::Marker;
+use wave_runtime::api;
+
+use super::{CommandError, all_workloads, config_target, halts_of};
+use crate::cli::ResumeArgs;
+
+/// Runs `wave resume`.
+pub async fn run(args: &ResumeArgs) -> Result<ExitCode, CommandError> {
+    let client = super::client().await?;
+    let ns = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    let key = config_target(&args.target, &ns)?;
+    let workloads = all_workloads(&client).await?;
+    let halts = halts_of(&workloads, &key);
+    if halts.is_empty() {
+        println!("No halted rollout of {key}.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for (halt, failed) in halts {
+        let Some(marker) = Marker::read(failed) else {
+            continue;
+        };
+        let body = json!({"metadata": {"annotations": {(names::HALT_RELEASED): marker.hash}}});
+        api::patch_workload(&client, &failed.id, &body)
+            .await
+            .map_err(|e| CommandError::Cluster {
+                what: format!("marking {} released", failed.id),
+                source: Box::new(e),
+            })?;
+        println!("Released: {}.", halt.describe());
+    }
+    Ok(ExitCode::SUCCESS)
+}

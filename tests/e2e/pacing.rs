@@ -1,0 +1,377 @@
+//! Pacing and health-gated propagation, with pods that really run on kwok's nodes: at most N rollouts
+//! at once (sampled from the Deployments' own status), a bad config halted after the first failures,
+//! a fix that rolls everything, and a restart of wave in the middle that loses and repeats nothing.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use kube::api::{DynamicObject, ListParams};
+use serde_json::{Value, json};
+use testenv::{cluster, wait_for};
+use wave_core::workload::WorkloadKind;
+
+use crate::harness::*;
+
+const DEPLOY: WorkloadKind = WorkloadKind::DEPLOYMENT;
+/// The template annotation kwok's `pod-unready-for-config-hash` stage compares with the config hash
+/// (`hack/testenv`).
+const UNREADY_HASH: &str = "testenv.wave/unready-config-hash";
+/// Propagation across 20 Deployments, a few at a time, takes longer than one change.
+const PROPAGATION: std::time::Duration = std::time::Duration::from_secs(240);
+
+fn names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("app-{i:02}")).collect()
+}
+
+/// `n` Deployments using ConfigMap `cfg`, each with `progressDeadlineSeconds` and, on its pod template,
+/// the config hash kwok is to treat as bad.
+async fn create_deployments(client: &kube::Client, ns: &str, n: usize, bad_hash: &str) {
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
+    for name in names(n) {
+        let mut b = body(DEPLOY, &name, &opted_in(&[]), &spec);
+        b["spec"]["progressDeadlineSeconds"] = json!(10);
+        b["spec"]["template"]["metadata"]["annotations"] = json!({ UNREADY_HASH: bad_hash });
+        let object: DynamicObject = serde_json::from_value(b).unwrap();
+        workloads(client, ns, DEPLOY)
+            .create(&Default::default(), &object)
+            .await
+            .unwrap();
+    }
+}
+
+/// Whether a Deployment is still rolling, as `kubectl rollout status` decides it.
+fn is_rolling(d: &DynamicObject) -> bool {
+    let int = |p: &str| d.data.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    let generation = d.metadata.generation.unwrap_or(0);
+    int("/status/observedGeneration") < generation
+        || int("/status/updatedReplicas") < int("/spec/replicas")
+        || int("/status/replicas") > int("/status/updatedReplicas")
+        || int("/status/availableReplicas") < int("/status/updatedReplicas")
+}
+
+fn hash(d: &DynamicObject) -> Option<&str> {
+    d.data
+        .pointer("/spec/template/metadata/annotations/wave.pusher.com~1config-hash")
+        .and_then(Value::as_str)
+}
+
+async fn list(client: &kube::Client, ns: &str) -> Vec<DynamicObject> {
+    workloads(client, ns, DEPLOY)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+}
+
+/// Waits until every Deployment carries `hash` and has finished rolling.
+async fn wait_all_done(client: &kube::Client, ns: &str, n: usize, hash: &str) {
+    wait_for(
+        &format!("{n} Deployments done on {hash}"),
+        PROPAGATION,
+        || async {
+            let all = list(client, ns).await;
+            let done = all
+                .iter()
+                .filter(|d| self::hash(d) == Some(hash) && !is_rolling(d))
+                .count();
+            (done == n).then_some(())
+        },
+    )
+    .await;
+}
+
+/// Waits until every Deployment has a hash and has finished rolling; returns that (shared) hash.
+async fn wait_all_hashed(client: &kube::Client, ns: &str, n: usize) -> String {
+    wait_for(
+        &format!("{n} Deployments hashed and done"),
+        PROPAGATION,
+        || async {
+            let all = list(client, ns).await;
+            let first = hash(all.first()?)?.to_string();
+            (all.len() == n
+                && all
+                    .iter()
+                    .all(|d| hash(d) == Some(first.as_str()) && !is_rolling(d)))
+            .then_some(first)
+        },
+    )
+    .await
+}
+
+/// The config hash `wave hash` computes for the Deployments when `cfg` holds `data`.
+fn hash_for(ns: &str, data: &str) -> String {
+    let manifest = format!(
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata: {{name: cfg, namespace: {ns}}}
+data: {{v: "{data}"}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: app-00
+  namespace: {ns}
+  annotations: {{wave.pusher.com/update-on-config-change: "true"}}
+spec:
+  selector: {{matchLabels: {{app: app-00}}}}
+  template:
+    metadata: {{labels: {{app: app-00}}}}
+    spec:
+      containers: [{{name: app, image: nginx, envFrom: [{{configMapRef: {{name: cfg}}}}]}}]
+"#
+    );
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_wave"));
+    cmd.args(["hash", "-f", "-"]);
+    let out = pipe(cmd, &manifest);
+    assert!(
+        out.status.success(),
+        "wave hash: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .split_whitespace()
+        .nth(2)
+        .unwrap_or_else(|| panic!("wave hash printed no hash: {stdout}"))
+        .to_string()
+}
+
+/// Samples, from the Deployments' status, the most rolling at once until stopped.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    most: Arc<AtomicUsize>,
+    samples: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Sampler {
+    fn start(client: &kube::Client, ns: &str) -> Self {
+        let (stop, most, samples) = (Arc::default(), Arc::default(), Arc::default());
+        let (c, n) = (client.clone(), ns.to_string());
+        let (s, m, k): (Arc<AtomicBool>, Arc<AtomicUsize>, Arc<AtomicUsize>) =
+            (Arc::clone(&stop), Arc::clone(&most), Arc::clone(&samples));
+        let task = tokio::spawn(async move {
+            // One consistent list per sample: a snapshot of every Deployment at one resourceVersion.
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(50));
+            while !s.load(Ordering::Relaxed) {
+                tick.tick().await;
+                let rolling = list(&c, &n).await.iter().filter(|d| is_rolling(d)).count();
+                m.fetch_max(rolling, Ordering::Relaxed);
+                k.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        Self {
+            stop,
+            most,
+            samples,
+            task,
+        }
+    }
+
+    /// Stops; returns the most seen rolling at once, and how many samples were taken.
+    async fn finish(self) -> (usize, usize) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.task.await;
+        (
+            self.most.load(Ordering::Relaxed),
+            self.samples.load(Ordering::Relaxed),
+        )
+    }
+}
+
+fn count_with_reason(events: &[(String, String, String)], reason: &str) -> usize {
+    events.iter().filter(|(_, r, _)| r == reason).count()
+}
+
+#[tokio::test]
+async fn twenty_deployments_sharing_a_config_map_roll_at_most_three_at_a_time_even_across_a_restart_of_wave()
+{
+    let (client, ns) = setup("pace").await;
+    create_configmap(&client, &ns, "cfg", json!({"v": "0"})).await;
+    let args = [
+        "--update-rate=inf",
+        "--min-rollout-interval=0",
+        "--max-concurrent-rollouts=3",
+    ];
+    let mut wave = Wave::start(&[&ns], &args).await;
+    create_deployments(&client, &ns, 20, "none").await;
+    let before = wait_all_hashed(&client, &ns, 20).await;
+    let revisions_before: Vec<usize> = {
+        let mut r = Vec::new();
+        for name in names(20) {
+            r.push(settled_revisions(&client, &ns, DEPLOY, &name).await);
+        }
+        r
+    };
+
+    let sampler = Sampler::start(&client, &ns);
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"v": "1"}})).await;
+    let after = hash_for(&ns, "1");
+    assert_ne!(before, after);
+    // Restart wave in the middle: the rollouts in progress are read back from the cluster.
+    wait_for("a few Deployments to carry the new hash", PROPAGATION, || async {
+        let rolled = list(&client, &ns)
+            .await
+            .iter()
+            .filter(|d| hash(d) == Some(after.as_str()))
+            .count();
+        (3..20).contains(&rolled).then_some(())
+    })
+    .await;
+    let queued = wave.metric("wave_reconciles_total", &["result=\"queued\""]);
+    wave.kill();
+    let wave = Wave::start(&[&ns], &args).await;
+    wait_all_done(&client, &ns, 20, &after).await;
+    let (most, samples) = sampler.finish().await;
+
+    eprintln!("pacing: at most {most} of 20 rolling at once ({samples} samples of their status)");
+    assert!(
+        samples > 10,
+        "the sampler must have watched the propagation ({samples} samples)"
+    );
+    assert!(
+        most <= 3,
+        "{most} Deployments rolled at once with --max-concurrent-rollouts=3"
+    );
+    assert!(
+        most >= 2,
+        "the propagation never rolled more than {most} at once: pacing was not exercised"
+    );
+    assert!(queued > 0.0, "some rollouts must have waited for a slot");
+    for (name, before) in names(20).iter().zip(revisions_before) {
+        let now = settled_revisions(&client, &ns, DEPLOY, name).await;
+        assert_eq!(now, before + 1, "{name}: the change must roll it exactly once");
+    }
+    let queued_events: usize = {
+        let mut n = 0;
+        for name in names(20) {
+            n += count_with_reason(&events_for(&client, &ns, &name).await, "RolloutQueued");
+        }
+        n
+    };
+    assert!(
+        queued_events > 0,
+        "a queued workload is told so with a RolloutQueued Event"
+    );
+    drop(wave);
+}
+
+#[tokio::test]
+async fn a_bad_config_rolls_at_most_two_of_twenty_halts_with_events_survives_a_restart_and_a_fix_rolls_all_twenty()
+ {
+    let (client, ns) = setup("halt").await;
+    create_configmap(&client, &ns, "cfg", json!({"v": "good"})).await;
+    let bad = hash_for(&ns, "bad");
+    let args = [
+        "--update-rate=inf",
+        "--min-rollout-interval=0",
+        "--max-concurrent-rollouts=2",
+    ];
+    let mut wave = Wave::start(&[&ns], &args).await;
+    create_deployments(&client, &ns, 20, &bad).await;
+    wait_all_hashed(&client, &ns, 20).await;
+
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"v": "bad"}})).await;
+    wait_for("the halt on the ConfigMap", PROPAGATION, || async {
+        let events = events_for(&client, &ns, "cfg").await;
+        events
+            .iter()
+            .find(|(t, r, _)| t == "Warning" && r == "RolloutHalted")
+            .cloned()
+    })
+    .await;
+    wait_for("18 workloads held back", PROPAGATION, || async {
+        (wave.metric("wave_rollouts_halted", &[]) == 18.0).then_some(())
+    })
+    .await;
+    let broken: Vec<String> = list(&client, &ns)
+        .await
+        .iter()
+        .filter(|d| hash(d) == Some(bad.as_str()))
+        .filter_map(|d| d.metadata.name.clone())
+        .collect();
+    eprintln!("halt: the bad version reached {broken:?}; 18 held");
+    assert!(
+        (1..=2).contains(&broken.len()),
+        "the bad version reached {broken:?}"
+    );
+    let held = names(20).into_iter().find(|n| !broken.contains(n)).unwrap();
+    let events = events_for(&client, &ns, &held).await;
+    let halted = events.iter().find(|(_, r, _)| r == "RolloutHalted");
+    let (kind, _, note) = halted.unwrap_or_else(|| panic!("{held} got no RolloutHalted: {events:?}"));
+    assert_eq!(kind, "Warning");
+    assert!(
+        broken.iter().any(|b| note.contains(b.as_str())),
+        "the Event names the failed workload: {note}"
+    );
+    let kubeconfig = cluster().kubeconfig();
+    let (code, out, err) = run_wave(
+        &["explain", &format!("deployment/{held}"), "-n", &ns],
+        Some(&kubeconfig),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("halted"), "wave explain shows the halt: {out}");
+    let (code, out, err) = run_wave(&["impact", "configmap/cfg", "-n", &ns], Some(&kubeconfig));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("halted: ConfigMap/"),
+        "wave impact shows the halt: {out}"
+    );
+
+    // A restarted wave reads the halt back from the cluster: the bad version still rolls nowhere.
+    wave.kill();
+    let wave = Wave::start(&[&ns], &args).await;
+    wait_for("18 workloads held back again", PROPAGATION, || async {
+        (wave.metric("wave_rollouts_halted", &[]) == 18.0).then_some(())
+    })
+    .await;
+    assert_eq!(wave.writes(), 0, "nothing is written while the halt holds");
+
+    let good = hash_for(&ns, "fixed");
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"v": "fixed"}})).await;
+    wait_all_done(&client, &ns, 20, &good).await;
+    wave.expect_writes(20, "the fix rolls every Deployment exactly once")
+        .await;
+}
+
+#[tokio::test]
+async fn wave_resume_releases_a_halt_by_hand() {
+    let (client, ns) = setup("resume").await;
+    create_configmap(&client, &ns, "cfg", json!({"v": "good"})).await;
+    let bad = hash_for(&ns, "bad");
+    let args = [
+        "--update-rate=inf",
+        "--min-rollout-interval=0",
+        "--max-concurrent-rollouts=1",
+    ];
+    let wave = Wave::start(&[&ns], &args).await;
+    create_deployments(&client, &ns, 3, &bad).await;
+    wait_all_hashed(&client, &ns, 3).await;
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"v": "bad"}})).await;
+    wait_for("2 workloads held back", PROPAGATION, || async {
+        (wave.metric("wave_rollouts_halted", &[]) == 2.0).then_some(())
+    })
+    .await;
+
+    let kubeconfig = cluster().kubeconfig();
+    let (code, out, err) = run_wave(&["resume", "configmap/cfg", "-n", &ns], Some(&kubeconfig));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Released: ConfigMap/"), "{out}");
+    // Released, the version rolls on (and, being bad, fails again on the next one and halts again).
+    wait_for(
+        "the next workload to roll the released version",
+        PROPAGATION,
+        || async {
+            let rolled = list(&client, &ns)
+                .await
+                .iter()
+                .filter(|d| hash(d) == Some(bad.as_str()))
+                .count();
+            (rolled >= 2).then_some(())
+        },
+    )
+    .await;
+    let (code, out, _) = run_wave(&["resume", "secret/none", "-n", &ns], Some(&kubeconfig));
+    assert_eq!(code, 0);
+    assert!(out.contains("No halted rollout"), "{out}");
+}
