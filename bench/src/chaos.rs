@@ -108,6 +108,7 @@ impl Replica {
             ],
             opt_in: ("wave.pusher.com/update-on-config-change", "true"),
             hashes_at_start: true,
+            pacing: Vec::new(),
         };
         Replica {
             profile,

@@ -19,6 +19,8 @@ pub struct Profile {
     pub opt_in: (&'static str, &'static str),
     /// Whether it writes a hash onto every opted-in workload at start-up (Wave's model).
     pub hashes_at_start: bool,
+    /// What it adds for S8 to pace rollouts and halt a failing config (nothing when it cannot).
+    pub pacing: Vec<String>,
 }
 
 /// The profiles to run, and the peers skipped for want of a binary.
@@ -36,6 +38,7 @@ pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
         ],
         opt_in: wave_opt_in,
         hashes_at_start: true,
+        pacing: vec![format!("--max-concurrent-rollouts={}", args.bad_pacing)],
     }];
     let mut skipped = Vec::new();
     match &args.wave_go_bin {
@@ -46,6 +49,7 @@ pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
             args: vec!["-update-rate=+Inf".into(), "-zap-log-level=error".into()],
             opt_in: wave_opt_in,
             hashes_at_start: true,
+            pacing: Vec::new(),
         }),
         None => skipped.push("wave-go (Wave v0.11.0): set WAVE_GO_BIN".to_string()),
     }
@@ -57,6 +61,7 @@ pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
             args: vec!["--reload-strategy=annotations".into(), "--log-level=error".into()],
             opt_in: ("reloader.stakater.com/auto", "true"),
             hashes_at_start: false,
+            pacing: Vec::new(),
         }),
         None => skipped.push("reloader (Stakater Reloader v1.4.21): set RELOADER_BIN".to_string()),
     }
@@ -71,9 +76,20 @@ pub struct Running {
 impl Running {
     /// Starts `profile` with `kubeconfig`, its output appended to `log`.
     pub fn start(profile: &Profile, kubeconfig: &Path, log: &Path) -> std::io::Result<Running> {
+        Self::start_with(profile, &[], kubeconfig, log)
+    }
+
+    /// Starts `profile` with `extra` arguments.
+    pub fn start_with(
+        profile: &Profile,
+        extra: &[String],
+        kubeconfig: &Path,
+        log: &Path,
+    ) -> std::io::Result<Running> {
         let file = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
         let child = Command::new(&profile.bin)
             .args(&profile.args)
+            .args(extra)
             .env("KUBECONFIG", kubeconfig)
             .env_remove("KUBERNETES_SERVICE_HOST")
             .stdout(file.try_clone()?)

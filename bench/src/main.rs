@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! for each controller: testenv up --audit ─► populate ─► start ─► S4 startup, S1 latency, S3 fan-out,
-//!                      S6 storm, S7 flapping ─► unreferenced Secrets (size A) ─► restart: S5 ─► idle: S2, S4 idle
+//!                      S6 storm, S7 flapping, S8 bad config (restarted with pacing) ─► unreferenced Secrets (size A) ─► restart: S5 ─► idle: S2, S4 idle
 //!                      ─► unreferenced Secrets (size B) ─► restart ─► idle: S2 ─► stop, testenv down
 //! then S9, wave alone: the chaos soak (bench/src/chaos.rs)
 //! then: bench/results/<date>-<commit>.json (+ latest.json), a PNG chart, and the table printed
@@ -62,6 +62,15 @@ pub struct Args {
     /// S7: how long the Secret changes once per second.
     #[arg(long, default_value_t = 180)]
     pub flap_seconds: u64,
+    /// S8: Deployments (one replica each, on kwok) sharing the ConfigMap that turns bad.
+    #[arg(long, default_value_t = 100)]
+    pub bad_deployments: usize,
+    /// S8: wave's --max-concurrent-rollouts (the peers cannot pace).
+    #[arg(long, default_value_t = 5)]
+    pub bad_pacing: usize,
+    /// Run only S6, S7 and S8 (with `--out` elsewhere, so the published results stay whole).
+    #[arg(long)]
+    pub safety_only: bool,
     /// S2/S4: the idle window, in seconds.
     #[arg(long, default_value_t = 60)]
     pub idle_seconds: u64,
@@ -107,10 +116,18 @@ impl Args {
             self.storm_changes = 3;
             self.flap_deployments = 3;
             self.flap_seconds = 15;
+            self.bad_deployments = 4;
+            self.bad_pacing = 1;
             self.idle_seconds = 2;
             self.chaos_seconds = 20;
             self.chaos_workloads = 10;
             self.chaos_fault_every = 4;
+        }
+        if self.safety_only {
+            self.deployments = 0;
+            self.updates = 0;
+            self.fanout = 0;
+            self.chaos_seconds = 0;
         }
         self
     }

@@ -19,6 +19,8 @@ pub struct Report {
     sizes: Value,
     results: Vec<(&'static str, ControllerResult)>,
     chaos: Option<ChaosResult>,
+    /// `--safety-only`: only S6–S8 were run.
+    safety_only: bool,
 }
 
 /// One row of a table: a metric of one scenario for each controller, in run order.
@@ -48,9 +50,12 @@ impl Report {
                 "flap_deployments": args.flap_deployments, "flap_seconds": args.flap_seconds,
                 "chaos_seconds": args.chaos_seconds, "chaos_workloads": args.chaos_workloads,
                 "chaos_fault_every": args.chaos_fault_every,
+                "bad_deployments": args.bad_deployments, "bad_pacing": args.bad_pacing,
+                "safety_only": args.safety_only,
             }),
             results,
             chaos,
+            safety_only: args.safety_only,
         }
     }
 
@@ -71,8 +76,16 @@ impl Report {
                 ("S5 readiness", r.s5.ready_ms <= 0.0),
                 ("S6 storm", !r.s6.replicasets_per_deployment_mean.is_finite()),
                 ("S7 flapping", r.s7.changes == 0),
+                ("S8 bad config", r.s8.deployments == 0),
+                ("S8 within its wait", r.s8.timed_out),
             ];
-            if let Some((what, _)) = missing.iter().find(|(_, m)| *m) {
+            let missing = missing.iter().filter(|(what, _)| {
+                !self.safety_only
+                    || what.starts_with("S6")
+                    || what.starts_with("S7")
+                    || what.starts_with("S8")
+            });
+            if let Some((what, _)) = missing.clone().find(|(_, m)| *m) {
                 return Err(format!("{name}: no {what}"));
             }
         }
@@ -95,7 +108,7 @@ impl Report {
         let mut scenarios = json!({});
         for (name, r) in &self.results {
             let v = serde_json::to_value(r).unwrap_or_default();
-            for s in ["s1", "s2", "s3", "s4", "s5", "s6", "s7"] {
+            for s in ["s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8"] {
                 scenarios[s.to_uppercase()][*name] = v[s].clone();
             }
         }
@@ -176,6 +189,11 @@ impl Report {
             r.s7.replicasets_per_deployment_max as f64
         });
         add("S7", "workload_writes".into(), &|r| r.s7.workload_writes as f64);
+        add("S8", "deployments_rolled".into(), &|r| r.s8.rolled as f64);
+        add("S8", "deployments_left_broken".into(), &|r| r.s8.broken as f64);
+        if self.safety_only {
+            rows.retain(|r| ["S6", "S7", "S8"].contains(&r.scenario));
+        }
         rows
     }
 

@@ -23,6 +23,10 @@ use crate::controller::{self, Profile, Running};
 
 /// The annotation wave and Wave write.
 const CONFIG_HASH: &str = "wave.pusher.com/config-hash";
+/// S8's namespace.
+const BAD_NS: &str = "bench-bad";
+/// S8: the Deployments' `progressDeadlineSeconds`.
+const BAD_PROGRESS_DEADLINE: Duration = Duration::from_secs(20);
 /// Requests in flight while populating.
 const CREATE_CONCURRENCY: usize = 16;
 /// The namespace of the readiness probe; its requests are left out of every count.
@@ -40,6 +44,7 @@ pub struct ControllerResult {
     pub s5: Restart,
     pub s6: Storm,
     pub s7: Storm,
+    pub s8: BadConfig,
     /// S1's latencies, for the CDF chart.
     #[serde(skip)]
     pub s1_samples_ms: Vec<f64>,
@@ -88,6 +93,20 @@ pub struct Restart {
     pub ready_ms: f64,
 }
 
+/// S8: a config change that makes every pod using it unready.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct BadConfig {
+    pub deployments: usize,
+    /// wave's --max-concurrent-rollouts (0: the controller cannot pace).
+    pub pacing: usize,
+    /// Deployments whose template changed after the bad change.
+    pub rolled: usize,
+    /// Of those, the ones whose rollout did not complete: left with pods that never became ready.
+    pub broken: usize,
+    /// The wait for templates to stop changing gave up.
+    pub timed_out: bool,
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Storm {
     pub deployments: usize,
@@ -101,7 +120,7 @@ pub struct Storm {
 pub async fn run(args: &Args, profile: &Profile) -> Result<ControllerResult, Error> {
     let dir = std::env::temp_dir().join(format!("wave-bench-{}-{}", std::process::id(), profile.name));
     let _ = std::fs::remove_dir_all(&dir);
-    let cluster = testenv::Cluster::start_in(dir.clone(), &["--audit", "--nodes", "1"]);
+    let cluster = testenv::Cluster::start_in(dir.clone(), &["--audit", "--nodes", "4"]);
     let result = run_on(args, profile, &cluster).await;
     cluster.stop();
     if result.is_ok() {
@@ -140,70 +159,9 @@ async fn run_on(
     r.s4.startup = cost(started, settled);
     r.s4.startup_requests = audit::total(&r.s4.startup);
 
-    // S1.
-    let from = Timestamp::now();
-    let mut samples = Vec::new();
-    for k in 0..args.updates {
-        let j = k % args.deployments;
-        let ns = format!("bench-{}", j % args.namespaces);
-        changes.drain();
-        if k % 2 == 0 {
-            let body = json!({"data": {"app.conf": format!("v{}", k + 1)}});
-            patch::<ConfigMap>(&client, &ns, &format!("cfg-{j}"), body).await?;
-        } else {
-            let body = json!({"stringData": {"password": format!("v{}", k + 1)}});
-            patch::<Secret>(&client, &ns, &format!("sec-{j}"), body).await?;
-        }
-        let t0 = Instant::now();
-        match changes
-            .wait_for(&format!("{ns}/app-{j}"), Duration::from_secs(30))
-            .await
-        {
-            Some(at) => samples.push(at.saturating_duration_since(t0).as_secs_f64() * 1000.0),
-            None => r.s1.missed += 1,
-        }
+    if !args.safety_only {
+        spread_and_fan_out(args, &client, &mut changes, &cost, &mut r).await?;
     }
-    tokio::time::sleep(Duration::from_secs(1)).await; // late duplicate writes still count
-    let s1_cost = cost(from, Timestamp::now());
-    r.s4.per_change_requests = audit::total(&s1_cost) as f64 / args.updates as f64;
-    r.s4.per_change_workload_writes = audit::workload_writes(&s1_cost) as f64 / args.updates as f64;
-    r.s1 = percentiles(&samples, r.s1.missed);
-    r.s1_samples_ms = samples;
-    eprintln!(
-        "  S1 p50 {:.1} ms p99 {:.1} ms, {} missed",
-        r.s1.p50_ms, r.s1.p99_ms, r.s1.missed
-    );
-
-    // S3.
-    changes.drain();
-    let from = Timestamp::now();
-    patch::<Secret>(
-        &client,
-        "bench-fanout",
-        "shared",
-        json!({"stringData": {"password": "changed"}}),
-    )
-    .await?;
-    let t0 = Instant::now();
-    let keys: HashSet<String> = (0..args.fanout)
-        .map(|k| format!("bench-fanout/fan-{k}"))
-        .collect();
-    let seen = changes.collect(&keys, Duration::from_secs(120)).await;
-    r.s3 = FanOut {
-        deployments: args.fanout,
-        changed: seen.len(),
-        all_changed_ms: seen
-            .values()
-            .max()
-            .map_or(0.0, |at| at.saturating_duration_since(t0).as_secs_f64() * 1000.0),
-        workload_writes: 0,
-    };
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    r.s3.workload_writes = audit::workload_writes(&cost(from, Timestamp::now()));
-    eprintln!(
-        "  S3 {} of {} in {:.0} ms",
-        r.s3.changed, args.fanout, r.s3.all_changed_ms
-    );
 
     // S6: 10 changes spread over 2 s; S7: one change per second for `flap_seconds`.
     r.s6 = churn(
@@ -234,6 +192,21 @@ async fn run_on(
         "  S7 {:.1} ReplicaSets per Deployment",
         r.s7.replicasets_per_deployment_mean
     );
+
+    // S8, with the controller restarted with whatever it has to pace rollouts.
+    running.stop();
+    running = Running::start_with(profile, &profile.pacing, &kubeconfig, &log)
+        .map_err(|e| format!("restarting for S8: {e}"))?;
+    probe_ready(&client, &mut changes, &mut running).await?;
+    r.s8 = bad_config(&client, &mut changes, args, profile).await?;
+    eprintln!(
+        "  S8 {} of {} Deployments rolled, {} left broken",
+        r.s8.rolled, r.s8.deployments, r.s8.broken
+    );
+    if args.safety_only {
+        running.stop();
+        return Ok(r);
+    }
 
     // S2 per payload size, with S5 (restart with nothing changed) and S4 idle on the first.
     for (i, &kib) in args.payload_kib.iter().enumerate() {
@@ -275,6 +248,82 @@ async fn run_on(
     Ok(r)
 }
 
+/// S1 (one change at a time: latency and cost) and S3 (one Secret shared by `fanout` Deployments).
+async fn spread_and_fan_out(
+    args: &Args,
+    client: &Client,
+    changes: &mut TemplateChanges,
+    cost: &impl Fn(Timestamp, Timestamp) -> Counts,
+    r: &mut ControllerResult,
+) -> Result<(), Error> {
+    // S1.
+    let from = Timestamp::now();
+    let mut samples = Vec::new();
+    for k in 0..args.updates {
+        let j = k % args.deployments;
+        let ns = format!("bench-{}", j % args.namespaces);
+        changes.drain();
+        if k % 2 == 0 {
+            let body = json!({"data": {"app.conf": format!("v{}", k + 1)}});
+            patch::<ConfigMap>(client, &ns, &format!("cfg-{j}"), body).await?;
+        } else {
+            let body = json!({"stringData": {"password": format!("v{}", k + 1)}});
+            patch::<Secret>(client, &ns, &format!("sec-{j}"), body).await?;
+        }
+        let t0 = Instant::now();
+        match changes
+            .wait_for(&format!("{ns}/app-{j}"), Duration::from_secs(30))
+            .await
+        {
+            Some(at) => samples.push(at.saturating_duration_since(t0).as_secs_f64() * 1000.0),
+            None => r.s1.missed += 1,
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await; // late duplicate writes still count
+    let s1_cost = cost(from, Timestamp::now());
+    r.s4.per_change_requests = audit::total(&s1_cost) as f64 / args.updates as f64;
+    r.s4.per_change_workload_writes = audit::workload_writes(&s1_cost) as f64 / args.updates as f64;
+    r.s1 = percentiles(&samples, r.s1.missed);
+    r.s1_samples_ms = samples;
+    eprintln!(
+        "  S1 p50 {:.1} ms p99 {:.1} ms, {} missed",
+        r.s1.p50_ms, r.s1.p99_ms, r.s1.missed
+    );
+
+    // S3.
+    changes.drain();
+    let from = Timestamp::now();
+    patch::<Secret>(
+        client,
+        "bench-fanout",
+        "shared",
+        json!({"stringData": {"password": "changed"}}),
+    )
+    .await?;
+    let t0 = Instant::now();
+    let keys: HashSet<String> = (0..args.fanout)
+        .map(|k| format!("bench-fanout/fan-{k}"))
+        .collect();
+    let seen = changes.collect(&keys, Duration::from_secs(120)).await;
+    r.s3 = FanOut {
+        deployments: args.fanout,
+        changed: seen.len(),
+        all_changed_ms: seen
+            .values()
+            .max()
+            .map_or(0.0, |at| at.saturating_duration_since(t0).as_secs_f64() * 1000.0),
+        workload_writes: 0,
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    r.s3.workload_writes = audit::workload_writes(&cost(from, Timestamp::now()));
+    eprintln!(
+        "  S3 {} of {} in {:.0} ms",
+        r.s3.changed, args.fanout, r.s3.all_changed_ms
+    );
+
+    Ok(())
+}
+
 fn percentiles(samples: &[f64], missed: usize) -> Latency {
     let mut s = samples.to_vec();
     s.sort_by(f64::total_cmp);
@@ -302,6 +351,7 @@ async fn populate(client: &Client, args: &Args, profile: &Profile) -> Result<(),
             "bench-fanout",
             "bench-storm",
             "bench-flap",
+            BAD_NS,
             "bench-unref",
             CANARY_NS,
         ]
@@ -326,6 +376,13 @@ async fn populate(client: &Client, args: &Args, profile: &Profile) -> Result<(),
         json!({"metadata": {"name": name, "annotations": {key: value}},
                "spec": {"replicas": 0, "revisionHistoryLimit": 1000, "selector": {"matchLabels": {"app": name}},
                         "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}})
+    };
+    // S6 and S8 run real pods on kwok's nodes: a rollout then takes the time a rollout takes.
+    let with_pods = |mut body: serde_json::Value| {
+        body["spec"]["replicas"] = json!(1);
+        body["spec"]["template"]["spec"]["tolerations"] =
+            json!([{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]);
+        body
     };
     let mut objects: Vec<(String, &'static str, serde_json::Value)> = Vec::new();
     for j in 0..args.deployments {
@@ -354,12 +411,36 @@ async fn populate(client: &Client, args: &Args, profile: &Profile) -> Result<(),
             json!({"metadata": {"name": secret}, "stringData": {"password": "v0"}}),
         ));
         for k in 0..n {
-            objects.push((
-                ns.into(),
-                "deploy",
-                deployment(&format!("{prefix}-{k}"), secret, None),
-            ));
+            let body = deployment(&format!("{prefix}-{k}"), secret, None);
+            let body = if ns == "bench-storm" {
+                with_pods(body)
+            } else {
+                body
+            };
+            objects.push((ns.into(), "deploy", body));
         }
+    }
+    objects.push((
+        BAD_NS.into(),
+        "cm",
+        json!({"metadata": {"name": "bad-cfg"}, "data": {"app.conf": "good"}}),
+    ));
+    objects.push((
+        BAD_NS.into(),
+        "secret",
+        json!({"metadata": {"name": "bad-sec"}, "stringData": {"password": "v0"}}),
+    ));
+    let bad_hash = bad_hash(&deployment("bad", "bad-sec", Some("bad-cfg")))?;
+    for k in 0..args.bad_deployments {
+        let mut body = with_pods(deployment(&format!("bad-{k}"), "bad-sec", Some("bad-cfg")));
+        body["spec"]["progressDeadlineSeconds"] = json!(BAD_PROGRESS_DEADLINE.as_secs());
+        // What makes the change bad for kwok (hack/testenv, stage pod-unready-for-config-hash): the hash
+        // wave and Wave write for it, or Reloader's mark of a reload (the bad change is the only one).
+        body["spec"]["template"]["metadata"]["annotations"] = json!({
+            "testenv.wave/unready-config-hash": bad_hash,
+            "testenv.wave/unready-if-annotated": "reloader.stakater.com/last-reloaded-from",
+        });
+        objects.push((BAD_NS.into(), "deploy", body));
     }
     objects.push((
         CANARY_NS.into(),
@@ -481,7 +562,12 @@ async fn probe_ready(
 }
 
 async fn wait_all_hashed(client: &Client, args: &Args) -> Result<(), Error> {
-    let expected = args.deployments + args.fanout + args.storm_deployments + args.flap_deployments + 1;
+    let expected = args.deployments
+        + args.fanout
+        + args.storm_deployments
+        + args.flap_deployments
+        + args.bad_deployments
+        + 1;
     let api: Api<Deployment> = Api::all(client.clone());
     let deadline = Instant::now() + Duration::from_secs(900);
     while Instant::now() < deadline {
@@ -520,6 +606,8 @@ async fn churn(
     count: usize,
     every: Duration,
 ) -> Result<Storm, Error> {
+    // Count from a settled start: the Deployment controller has acted on every template so far.
+    wait_observed(client, namespace).await?;
     let before = replicasets_per_owner(client, namespace).await?;
     changes.drain();
     let from = Timestamp::now();
@@ -543,6 +631,102 @@ async fn churn(
         replicasets_per_deployment_mean: created.iter().sum::<u64>() as f64 / created.len().max(1) as f64,
         replicasets_per_deployment_max: created.iter().copied().max().unwrap_or(0),
         workload_writes: audit::workload_writes(&cost(from, Timestamp::now())),
+    })
+}
+
+/// The config hash wave and Wave write on an S8 Deployment once `bad-cfg` holds the bad value
+/// (computed beforehand, as `wave hash` would).
+fn bad_hash(body: &serde_json::Value) -> Result<String, Error> {
+    use wave_core::hash::{Content, Fetched, Hashing, config_hash};
+    use wave_core::refs::{ConfigKey, ConfigKind};
+    use wave_core::workload::{Workload, WorkloadKind};
+    let meta = serde_json::from_value(body["metadata"].clone()).map_err(|e| e.to_string())?;
+    let mut w = Workload::from_object(WorkloadKind::DEPLOYMENT, meta, body).map_err(|e| e.to_string())?;
+    w.id.namespace = BAD_NS.into();
+    w.annotations
+        .insert("wave.pusher.com/update-on-config-change".into(), "true".into());
+    let content = |k: &str, v: &str| {
+        std::sync::Arc::new(Content::new(BTreeMap::from([(k.into(), v.as_bytes().to_vec())])))
+    };
+    let fetched = Fetched::from([
+        (
+            ConfigKey::new(ConfigKind::ConfigMap, BAD_NS, "bad-cfg"),
+            content("app.conf", "bad"),
+        ),
+        (
+            ConfigKey::new(ConfigKind::Secret, BAD_NS, "bad-sec"),
+            content("password", "v0"),
+        ),
+    ]);
+    Ok(config_hash(BAD_NS, &w.references(), &fetched, &Hashing::Plain))
+}
+
+/// Whether a Deployment is still rolling, as `kubectl rollout status` decides it (a rollout past its
+/// progress deadline is not complete either).
+fn is_rolling(d: &Deployment) -> bool {
+    let Some(status) = &d.status else { return true };
+    let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let updated = status.updated_replicas.unwrap_or(0);
+    status.observed_generation < d.metadata.generation
+        || updated < replicas
+        || status.replicas.unwrap_or(0) > updated
+        || status.available_replicas.unwrap_or(0) < updated
+}
+
+/// S8: every Deployment done, then one change that makes every pod that uses it unready. Once every
+/// rollout has had its progress deadline, and templates stopped changing: how many rolled, and how many
+/// were left broken.
+async fn bad_config(
+    client: &Client,
+    changes: &mut TemplateChanges,
+    args: &Args,
+    profile: &Profile,
+) -> Result<BadConfig, Error> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), BAD_NS);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let before: HashMap<String, Option<i64>> = loop {
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        if list.items.len() == args.bad_deployments && !list.items.iter().any(is_rolling) {
+            break list
+                .items
+                .iter()
+                .map(|d| (d.name_any(), d.metadata.generation))
+                .collect();
+        }
+        if Instant::now() > deadline {
+            return Err("the S8 Deployments were not all rolled out within 10 minutes".into());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    changes.drain();
+    patch::<ConfigMap>(client, BAD_NS, "bad-cfg", json!({"data": {"app.conf": "bad"}})).await?;
+    // Every rollout gets its progress deadline, and a controller that paces the time to see a failure.
+    tokio::time::sleep(BAD_PROGRESS_DEADLINE + Duration::from_secs(20)).await;
+    let quiet = changes
+        .quiet(Duration::from_secs(15), Duration::from_secs(600))
+        .await;
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let rolled: Vec<&Deployment> = list
+        .items
+        .iter()
+        .filter(|d| before.get(&d.name_any()).copied().flatten() != d.metadata.generation)
+        .collect();
+    Ok(BadConfig {
+        deployments: args.bad_deployments,
+        pacing: if profile.pacing.is_empty() {
+            0
+        } else {
+            args.bad_pacing
+        },
+        rolled: rolled.len(),
+        broken: rolled.iter().filter(|d| is_rolling(d)).count(),
+        timed_out: !quiet,
     })
 }
 
@@ -658,14 +842,15 @@ impl TemplateChanges {
         seen
     }
 
-    /// Returns once no template changed for `quiet`, or after `limit`.
-    async fn quiet(&mut self, quiet: Duration, limit: Duration) {
+    /// Returns once no template changed for `quiet` (true), or after `limit` (false).
+    async fn quiet(&mut self, quiet: Duration, limit: Duration) -> bool {
         let end = tokio::time::Instant::now() + limit;
         while tokio::time::Instant::now() < end {
             match tokio::time::timeout(quiet, self.rx.recv()).await {
                 Ok(Some(_)) => continue,
-                _ => return,
+                _ => return true,
             }
         }
+        false
     }
 }

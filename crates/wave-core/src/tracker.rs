@@ -497,6 +497,21 @@ mod tests {
     }
 
     #[test]
+    fn a_change_of_rollout_progress_is_reported_as_progress_without_waking_the_workload() {
+        let (mut t, _) = synced(vec![uses_cm("a", "x")], vec![]);
+        let mut w = uses_cm("a", "x");
+        w.resource_version = "2".into();
+        let fx = t.apply(Change::Workload(scope(DEPLOYMENTS), Event::Apply(w.clone())));
+        assert!(fx.progressed.is_empty(), "nothing that pacing reads changed");
+        w.progress.updated = 1;
+        let fx = t.apply(Change::Workload(scope(DEPLOYMENTS), Event::Apply(w.clone())));
+        assert_eq!(fx.progressed, [w.id.clone()]);
+        assert!(fx.enqueue.is_empty(), "status alone wakes no reconcile");
+        let fx = t.apply(Change::Workload(scope(DEPLOYMENTS), Event::Delete(w.clone())));
+        assert_eq!(fx.progressed, [w.id], "a deleted workload frees its slot");
+    }
+
+    #[test]
     fn status_only_updates_wake_nothing_but_spec_and_annotation_changes_do() {
         let (mut t, _) = synced(vec![uses_cm("a", "x")], vec![]);
         let mut w = uses_cm("a", "x");
