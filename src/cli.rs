@@ -53,6 +53,10 @@ pub enum Command {
     /// Release a halt: let a config version whose rollout failed roll into the remaining workloads.
     #[command(after_help = "Example:\n  wave resume configmap/app-config -n shop")]
     Resume(ResumeArgs),
+    /// Remove the pin wave set when a workload's template went back to an earlier config (an undo):
+    /// wave then rolls it to the current config.
+    #[command(after_help = "Example:\n  wave unpin deployment/web -n shop")]
+    Unpin(UnpinArgs),
 }
 
 const HASH_EXAMPLES: &str = "Examples:
@@ -135,6 +139,16 @@ pub struct ResumeArgs {
     /// `configmap/NAME` or `secret/NAME`.
     pub target: String,
     /// Namespace of the object; defaults to the kubeconfig's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+}
+
+/// Flags of `wave unpin`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct UnpinArgs {
+    /// `deployment/NAME`, `statefulset/NAME` or `daemonset/NAME`.
+    pub target: String,
+    /// Namespace of the workload; defaults to the kubeconfig's.
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
 }

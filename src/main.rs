@@ -33,6 +33,9 @@ fn main() -> ExitCode {
         Command::Resume(args) => runtime
             .block_on(wave::commands::resume::run(&args))
             .map_err(failure),
+        Command::Unpin(args) => runtime
+            .block_on(wave::commands::unpin::run(&args))
+            .map_err(failure),
     };
     result.unwrap_or_else(|(message, code)| {
         eprintln!("wave: {message}");

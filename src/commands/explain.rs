@@ -6,10 +6,10 @@ use wave_core::hash::{Fetched, Hashing, config_hash, missing_message};
 use wave_core::names::{self, reason};
 use wave_core::plan::{self, Plan};
 use wave_core::refs::{self, Keys};
-use wave_core::workload::{WorkloadKind, WorkloadRef};
+use wave_core::undo::Pin;
 use wave_runtime::api;
 
-use super::{CommandError, split_target};
+use super::{CommandError, workload_target};
 use crate::cli::{ExplainArgs, Output};
 
 #[derive(serde::Serialize)]
@@ -38,16 +38,12 @@ struct Explanation {
 
 /// Runs `wave explain`.
 pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
-    let (kind, name) = split_target(&args.target)?;
-    let kind = WorkloadKind::parse(kind).ok_or_else(|| {
-        CommandError::Input(format!("{kind:?} is not a Deployment, StatefulSet or DaemonSet"))
-    })?;
     let client = super::client().await?;
     let ns = args
         .namespace
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_string());
-    let id = WorkloadRef::new(kind, &ns, name);
+    let id = workload_target(&args.target, &ns)?;
     let workload = api::get_workload(&client, &id)
         .await
         .map_err(|e| CommandError::Cluster {
@@ -145,7 +141,16 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
             max_gate: super::DEFAULT_MAX_GATE,
             hashing,
         };
+        let pin = Pin::read(&workload).filter(|p| p.holds(workload.current_hash(), &desired));
         match plan::plan(&workload, &refs, &fetched, &policy) {
+            Plan::Noop if pin.is_some() => (
+                "pinned",
+                format!(
+                    "the template went back to {} (an undo) and the config has not changed since; `wave unpin` rolls it to {desired}",
+                    workload.current_hash().unwrap_or_default()
+                ),
+                Some(desired),
+            ),
             Plan::Noop => (
                 "up-to-date",
                 "the hash on the template matches the config".into(),

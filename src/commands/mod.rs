@@ -1,5 +1,5 @@
-//! The client commands: `wave hash` (offline), `wave explain`, `wave impact` and `wave resume` (live
-//! cluster). They use the same discovery, hash, plan and pacing code as the controller.
+//! The client commands: `wave hash` (offline), `wave explain`, `wave impact`, `wave resume` and
+//! `wave unpin` (live cluster). They use the same discovery, hash, plan and pacing code as the controller.
 //!
 //! Exit codes: 0 success; 1 `wave hash` found missing required config; 2 bad usage or unreadable input;
 //! 3 the cluster could not be asked, or the object does not exist.
@@ -8,13 +8,14 @@ pub mod explain;
 pub mod hash;
 pub mod impact;
 pub mod resume;
+pub mod unpin;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use wave_core::pace::{self, Halt};
 use wave_core::refs::{ConfigKey, ConfigKind};
-use wave_core::workload::{Workload, WorkloadKind};
+use wave_core::workload::{Workload, WorkloadKind, WorkloadRef};
 use wave_runtime::api;
 
 /// `wave run`'s default `--max-gate-duration`, which `wave explain` assumes when it says whether a gate
@@ -110,6 +111,15 @@ pub fn halts_of<'a>(workloads: &'a [Workload], key: &ConfigKey) -> Vec<(Halt, &'
             Some((h, failed))
         })
         .collect()
+}
+
+/// The workload `kind/name` names in `namespace`.
+pub fn workload_target(target: &str, namespace: &str) -> Result<WorkloadRef, CommandError> {
+    let (kind, name) = split_target(target)?;
+    let kind = WorkloadKind::parse(kind).ok_or_else(|| {
+        CommandError::Input(format!("{kind:?} is not a Deployment, StatefulSet or DaemonSet"))
+    })?;
+    Ok(WorkloadRef::new(kind, namespace, name))
 }
 
 /// Splits `kind/name`.

@@ -14,4 +14,5 @@ mod pacing;
 mod rollouts;
 mod safety;
 mod ship;
+mod undo;
 mod webhook;

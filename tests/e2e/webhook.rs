@@ -737,3 +737,42 @@ async fn two_replicas_renewing_a_short_lived_certificate_leave_no_admission_unmu
         );
     }
 }
+
+#[tokio::test]
+async fn with_the_webhook_an_undo_sticks_and_a_later_update_keeps_the_pinned_hash() {
+    let (client, ns) = setup("wh-undo").await;
+    create_configmap(&client, &ns, "app-config", json!({"a": "1"})).await;
+    let wave = start(&client, &ns, &["--min-rollout-interval=0"]).await;
+    let kind = WorkloadKind::DEPLOYMENT;
+    let first = create_deployment(&client, &ns, "web", uses_cm("app-config"), false).await;
+    let h1 = first.current_hash().expect("hashed at creation").to_string();
+    wait_for("wave to check the Deployment", TIMEOUT, || async {
+        (wave.noops() >= 1).then_some(())
+    })
+    .await;
+    settled_revisions(&client, &ns, kind, "web").await;
+    patch_configmap(&client, &ns, "app-config", json!({"data": {"a": "2"}})).await;
+    let h2 = wait_hash_change(&client, &ns, kind, "web", Some(&h1)).await;
+    settled_revisions(&client, &ns, kind, "web").await;
+
+    let out = cluster()
+        .kubectl()
+        .args(["rollout", "undo", "deployment/web", "-n", &ns])
+        .output()
+        .expect("run kubectl");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_for("the undo pinned", TIMEOUT, || async {
+        let w = workload(&client, &ns, kind, "web").await;
+        (w.annotations.get("wave.pusher.com/pinned-hash") == Some(&h1)).then_some(())
+    })
+    .await;
+    // Any later update goes through the webhook too: it must keep the pinned hash.
+    patch_workload(&client, &ns, kind, "web", json!({"spec": {"replicas": 2}})).await;
+    let w = workload(&client, &ns, kind, "web").await;
+    assert_eq!(
+        w.current_hash(),
+        Some(h1.as_str()),
+        "the webhook rolled the undo forward"
+    );
+    assert_ne!(h1, h2);
+}

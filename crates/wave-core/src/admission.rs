@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::hash::{self, Fetched, Hashing, Missing};
 use super::refs::References;
+use super::undo::Pin;
 use super::workload::Workload;
 use crate::names;
 
@@ -59,7 +60,9 @@ pub fn decide(
         };
     }
     let new_hash = hash::config_hash(&workload.id.namespace, refs, fetched, hashing);
-    if workload.current_hash() == Some(new_hash.as_str()) {
+    let pinned = Pin::read(workload).is_some_and(|p| p.holds(workload.current_hash(), &new_hash));
+    if pinned || workload.current_hash() == Some(new_hash.as_str()) {
+        // A pinned undo keeps its hash through any update until the config changes (`undo`).
         Mutation::None
     } else {
         Mutation::SetHash(new_hash)

@@ -9,6 +9,7 @@
 //! queue::QueueState (dedupe, one reconcile per key at a time)   ratelimit::TokenBucket (global writes)
 //! coalesce::Coalescer (one rollout per workload per interval)   flap::FlapDetector (flapping config)
 //! rollout::state (a workload's own status) ─► pace::census ─► pace::Pacer (at most N rolling; halts)
+//! undo::detect (an undo to an earlier hash) ─► undo::Pin, which plan::plan respects
 //! manifest (wave hash: rendered manifests)   impact (wave impact: would a change roll this workload)
 //! ```
 //!
@@ -37,4 +38,5 @@ pub mod ratelimit;
 pub mod refs;
 pub mod rollout;
 pub mod tracker;
+pub mod undo;
 pub mod workload;

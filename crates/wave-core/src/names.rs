@@ -23,6 +23,14 @@ pub const ROLLOUT_DEADLINE: &str = "wave.pusher.com/rollout-deadline";
 pub const ROLLOUT: &str = "wave.pusher.com/rollout";
 /// Workload annotation written by `wave resume`: the hash of a failed rollout whose halt is released.
 pub const HALT_RELEASED: &str = "wave.pusher.com/halt-released";
+/// Workload annotation wave writes when someone took the template back to an earlier config hash
+/// (`kubectl rollout undo`): that hash, which wave then leaves in place (`docs/behaviour.md`, "Undo").
+pub const PINNED_HASH: &str = "wave.pusher.com/pinned-hash";
+/// Workload annotation written with [`PINNED_HASH`]: the config's hash at that moment; a config change
+/// since ends the pin.
+pub const PINNED_CONFIG: &str = "wave.pusher.com/pinned-config";
+/// The Deployment controller's revision number of a Deployment (metadata annotation).
+pub const DEPLOYMENT_REVISION: &str = "deployment.kubernetes.io/revision";
 /// Written by Wave's webhook when it gated scheduling; the value is the original `schedulerName`.
 pub const SCHEDULING_DISABLED: &str = "wave.pusher.com/scheduling-disabled";
 /// The fake scheduler name Wave's webhook uses to hold pods.
@@ -72,8 +80,8 @@ pub mod reason {
     /// Warning, on a config object and on each workload it holds back: a rollout of this version of
     /// it failed, so it rolls into no further workload.
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
-    /// Normal, on a config object: `wave resume` released a halt by hand.
-    pub const ROLLOUT_RESUMED: &str = "RolloutResumed";
+    /// Normal, on a workload: its template went back to an earlier config hash, and wave pinned it.
+    pub const ROLLOUT_UNDO_DETECTED: &str = "RolloutUndoDetected";
 }
 
 /// Event `action` values (events.k8s.io/v1 requires one).
@@ -88,4 +96,6 @@ pub mod action {
     pub const HOLD_ROLLOUT: &str = "HoldRollout";
     /// Pacing rollouts, halting a failed version, resuming it.
     pub const PACE_ROLLOUT: &str = "PaceRollout";
+    /// Pinning a workload's hash after an undo.
+    pub const PIN_HASH: &str = "PinHash";
 }

@@ -328,7 +328,7 @@ impl Pacer {
     /// halts since the last call.
     pub fn census<'a>(
         &mut self,
-        workloads: impl IntoIterator<Item = &'a Workload> + Clone,
+        workloads: impl IntoIterator<Item = &'a Workload>,
         lookup: impl Fn(&WorkloadRef) -> Option<&'a Workload>,
         default_deadline: Duration,
         now: Timestamp,

@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 
 use super::hash::{self, Fetched, Hashing, Missing};
 use super::refs::References;
+use super::undo::Pin;
 use super::workload::Workload;
 use crate::names;
 
@@ -65,6 +66,8 @@ pub struct Write {
     pub mark_gated_at: Option<Timestamp>,
     /// The rollout marker to write with the hash when rollouts are paced (`pace::Marker`).
     pub rollout: Option<String>,
+    /// Remove the workload's pin (`undo`): the config changed since, and the new hash rolls.
+    pub unpin: bool,
 }
 
 /// Removing `wave.pusher.com/config` from the pod template's scheduling gates.
@@ -137,6 +140,7 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, policy: &
                 release_gate,
                 mark_gated_at: None,
                 rollout: None,
+                unpin: false,
             })
         };
     }
@@ -157,6 +161,7 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, policy: &
                 release_gate: None,
                 mark_gated_at: Some(policy.now),
                 rollout: None,
+                unpin: false,
             });
         };
         let held = Duration::try_from(policy.now.duration_since(since)).unwrap_or_default();
@@ -171,16 +176,23 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, policy: &
                 release_gate: release(GateReason::TimedOut),
                 mark_gated_at: None,
                 rollout: None,
+                unpin: false,
             }),
         };
     }
     let new_hash = hash::config_hash(&workload.id.namespace, refs, fetched, &policy.hashing);
-    let hash = (workload.current_hash() != Some(new_hash.as_str())).then_some(new_hash);
+    // An undo that wave pinned keeps its hash until the config changes (`undo`).
+    let pin = Pin::read(workload);
+    let pinned = pin
+        .as_ref()
+        .is_some_and(|p| p.holds(workload.current_hash(), &new_hash));
+    let hash = (!pinned && workload.current_hash() != Some(new_hash.as_str())).then_some(new_hash);
     let release_gate = release(GateReason::ConfigReady);
     if hash.is_none() && restore_scheduler.is_none() && release_gate.is_none() {
         Plan::Noop
     } else {
         Plan::Write(Write {
+            unpin: hash.is_some() && pin.is_some(),
             hash,
             restore_scheduler,
             release_gate,
@@ -214,6 +226,10 @@ pub fn patch_body(workload: &Workload, write: &Write) -> Value {
         if !release.delete_held_pods {
             body["metadata"]["annotations"][names::GATED_AT] = Value::Null;
         }
+    }
+    if write.unpin {
+        body["metadata"]["annotations"][names::PINNED_HASH] = Value::Null;
+        body["metadata"]["annotations"][names::PINNED_CONFIG] = Value::Null;
     }
     if let Some(marker) = &write.rollout {
         body["metadata"]["annotations"][names::ROLLOUT] = json!(marker);
@@ -368,6 +384,27 @@ mod tests {
     }
 
     #[test]
+    fn a_pinned_undo_keeps_its_hash_until_the_config_changes_and_then_the_pin_goes() {
+        let mut w = with_hash(
+            deployment("ns", "w", &[], json!({"containers": [{"name": "c"}]})),
+            "old",
+        );
+        w.annotations.insert(names::PINNED_HASH.into(), "old".into());
+        w.annotations
+            .insert(names::PINNED_CONFIG.into(), EMPTY_HASH.into());
+        assert_eq!(plan(&w, &w.references(), &Fetched::new()), Plan::Noop);
+        w.annotations
+            .insert(names::PINNED_CONFIG.into(), "an-earlier-config".into());
+        let Plan::Write(write) = plan(&w, &w.references(), &Fetched::new()) else {
+            panic!("a config change since the pin rolls")
+        };
+        assert_eq!(write.hash.as_deref(), Some(EMPTY_HASH));
+        assert!(write.unpin);
+        let body = patch_body(&w, &write);
+        assert!(body["metadata"]["annotations"][names::PINNED_HASH].is_null());
+    }
+
+    #[test]
     fn new_opted_in_workload_gets_the_hash() {
         let w = deployment("ns", "w", &[], json!({"containers": [{"name": "c"}]}));
         let p = plan(&w, &w.references(), &Fetched::new());
@@ -379,6 +416,7 @@ mod tests {
                 release_gate: None,
                 mark_gated_at: None,
                 rollout: None,
+                unpin: false,
             })
         );
     }
@@ -429,6 +467,7 @@ mod tests {
             release_gate: None,
             mark_gated_at: None,
             rollout: None,
+            unpin: false,
         };
         assert_eq!(plan(&w, &w.references(), &Fetched::new()), Plan::Write(expected));
     }
@@ -450,6 +489,7 @@ mod tests {
             release_gate: None,
             mark_gated_at: None,
             rollout: None,
+            unpin: false,
         };
         assert_eq!(plan(&w, &w.references(), &Fetched::new()), Plan::Write(expected));
     }
@@ -486,6 +526,7 @@ mod tests {
                 release_gate: None,
                 mark_gated_at: Some(now),
                 rollout: None,
+                unpin: false,
             }
         );
         let body = patch_body(&w, &write);
@@ -513,6 +554,7 @@ mod tests {
                 release_gate: None,
                 mark_gated_at: None,
                 rollout: None,
+                unpin: false,
             },
         );
         assert_eq!(
@@ -532,6 +574,7 @@ mod tests {
                 release_gate: None,
                 mark_gated_at: None,
                 rollout: None,
+                unpin: false,
             },
         );
         assert_eq!(

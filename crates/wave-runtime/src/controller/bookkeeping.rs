@@ -7,8 +7,9 @@
 //! - [`MissingReports`]: the last missing-config message per workload, so that each distinct missing set
 //!   is reported once (one `ConfigMissing` or `SchedulingDisabled` Event), and the
 //!   `wave_workloads_waiting_for_config` gauge that counts them.
+//! - [`KnownHashes`]: the last config hashes each workload carried, for undo detection.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 
 use prometheus_client::metrics::gauge::Gauge;
@@ -83,5 +84,43 @@ mod tests {
             reports.report(&id("a"), "missing configmap y"),
             "reported again after forgetting"
         );
+    }
+}
+
+/// The last config hashes each workload carried while wave watched it (written by wave, or current and
+/// correct when wave looked), oldest first: what an undo goes back to (`wave_core::undo`). Eight per
+/// workload, as 8-byte fingerprints; forgotten when the workload is deleted.
+#[derive(Default)]
+pub struct KnownHashes(Mutex<HashMap<WorkloadRef, VecDeque<u64>>>);
+
+/// How many hashes are kept per workload.
+const KNOWN_HASHES: usize = 8;
+
+impl KnownHashes {
+    /// Notes that `id` carries `hash` (a repeat of the last one is not noted twice).
+    pub fn note(&self, id: &WorkloadRef, hash: &str) {
+        let at = wave_core::undo::fingerprint(hash);
+        let mut all = lock(&self.0);
+        let known = all.entry(id.clone()).or_default();
+        if known.back() != Some(&at) {
+            known.retain(|h| *h != at);
+            known.push_back(at);
+            if known.len() > KNOWN_HASHES {
+                known.pop_front();
+            }
+        }
+    }
+
+    /// The fingerprints known for `id`, oldest first.
+    pub fn of(&self, id: &WorkloadRef) -> Vec<u64> {
+        let all = lock(&self.0);
+        all.get(id)
+            .map(|k| k.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Forgets `id`.
+    pub fn forget(&self, id: &WorkloadRef) {
+        lock(&self.0).remove(id);
     }
 }

@@ -15,7 +15,7 @@ use wave_core::refs::ConfigKey;
 use wave_core::tracker::Tracker;
 use wave_core::workload::WorkloadRef;
 
-use super::bookkeeping::MissingReports;
+use super::bookkeeping::{KnownHashes, MissingReports};
 use super::content::ContentCache;
 use super::watch::WatchHealth;
 use super::workqueue::WorkQueue;
@@ -63,6 +63,8 @@ pub struct Context {
     pub pacer: Mutex<Pacer>,
     /// `--rollout-deadline`.
     pub rollout_deadline: Duration,
+    /// The last config hashes of each workload, for undo detection.
+    pub known_hashes: KnownHashes,
 }
 
 impl Context {

@@ -35,7 +35,7 @@ use wave_core::ratelimit::TokenBucket;
 use wave_core::tracker::{Change, Tracker};
 use wave_core::workload::{WorkloadKind, WorkloadRef};
 
-use self::bookkeeping::MissingReports;
+use self::bookkeeping::{KnownHashes, MissingReports};
 use self::content::ContentCache;
 use self::context::Context;
 use self::workqueue::WorkQueue;
@@ -96,6 +96,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         settled: Mutex::default(),
         pacer: Mutex::new(Pacer::new(config.max_concurrent_rollouts)),
         rollout_deadline: config.rollout_deadline,
+        known_hashes: KnownHashes::default(),
     });
     if config.leader_election.is_none() {
         metrics.leader.set(1);
@@ -174,6 +175,7 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
             ctx.coalescer().forget(id);
             ctx.settled().remove(id);
             ctx.pacer().forget(id);
+            ctx.known_hashes.forget(id);
         }
         for key in &fx.changed_configs {
             let observed = ctx.flaps().observe(key, seen);

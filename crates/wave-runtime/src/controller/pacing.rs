@@ -25,8 +25,8 @@ use super::context::Context;
 use super::reconcile::Outcome;
 use crate::events::EventType;
 
-/// Whether a write that sets a hash carries a rollout marker: always while pacing is on, so that
-/// every rollout, paced or not (a workload's first hash), can be found again after a restart.
+/// Adds the rollout marker to a write that sets a hash, while pacing is on: every rollout, paced or
+/// not (a workload's first hash), can then be found again after a restart.
 pub fn mark(ctx: &Context, workload: &Workload, refs: &References, fetched: &Fetched, write: &mut Write) {
     let Some(hash) = &write.hash else { return };
     if !ctx.pacer().is_on() {

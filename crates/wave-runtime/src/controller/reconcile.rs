@@ -6,6 +6,7 @@
 //!   Blocked ─► one Warning Event per distinct missing set; woken again when the config appears
 //!   Write   ─► a rollout? held while a config object it uses flaps (`flap`), else coalesced to one
 //!              per --min-rollout-interval (`coalesce`): requeued for when it may roll
+//!           ─► the template went back to an earlier hash (an undo)? pin it there (`undo`), write no hash
 //!           ─► paced? (`pacing`) queued for a slot, or halted by a config version that failed
 //!           ─► token (global bucket; none ⇒ a place in line, requeued for when it is due)
 //!           ─► lease still held? (`lease::LeaseCheck`; no ⇒ NotLeader) ─► PATCH (merge patch,
@@ -21,6 +22,7 @@ use wave_core::hash::missing_message;
 use wave_core::names::{self, action, reason};
 use wave_core::plan::{self, GateReason, Plan, Write};
 use wave_core::refs::References;
+use wave_core::undo::{self, Pin};
 use wave_core::workload::{Workload, WorkloadRef};
 
 use super::context::Context;
@@ -63,6 +65,8 @@ pub enum Outcome {
     Queued(Option<Duration>),
     /// A config version it would roll failed on another workload: woken when the halt ends.
     Halted,
+    /// Its template went back to an earlier config hash (an undo), and wave pinned it there.
+    Pinned,
     /// The pods held by a released gate were deleted, and the mark removed.
     HeldPodsDeleted,
     /// The workload's controller has not yet seen wave's last write: look again after this long.
@@ -84,6 +88,7 @@ impl Outcome {
             Outcome::HeldFlapping(_) => "held_flapping",
             Outcome::Queued(_) => "queued",
             Outcome::Halted => "halted",
+            Outcome::Pinned => "pinned",
             Outcome::HeldPodsDeleted => "held_pods_deleted",
             Outcome::Waiting(_) => "waiting",
         }
@@ -138,6 +143,10 @@ async fn plan_and_write(
         let write = match plan::plan(&workload, &refs, &fetched, &policy) {
             Plan::Noop => {
                 ctx.missing.forget(id);
+                if let Some(hash) = workload.current_hash() {
+                    // Current and correct (or pinned): a hash an undo may go back to.
+                    ctx.known_hashes.note(id, hash);
+                }
                 return Ok(Outcome::Noop);
             }
             Plan::Blocked {
@@ -155,6 +164,12 @@ async fn plan_and_write(
             Plan::DeleteHeldPods => return held_pods::delete(ctx, &workload).await,
         };
         let rollout = is_rollout(&workload, &write);
+        if rollout
+            && let Some(desired) = &write.hash
+            && let Some(pin) = undo::detect(workload.current_hash(), desired, &ctx.known_hashes.of(id))
+        {
+            return pin_undo(ctx, &workload, &pin).await;
+        }
         if rollout && let Some(outcome) = hold_back(ctx, &workload, &refs).await {
             return Ok(outcome);
         }
@@ -165,9 +180,11 @@ async fn plan_and_write(
             return Ok(outcome);
         }
         let result = write_once(ctx, &workload, &write).await;
-        if paced && matches!(result, Err(_) | Ok(Some(Outcome::Gone | Outcome::NotLeader))) {
+        let last_conflict = matches!(result, Ok(None)) && attempt == CONFLICT_ATTEMPTS;
+        if paced && (last_conflict || matches!(result, Err(_) | Ok(Some(Outcome::Gone | Outcome::NotLeader))))
+        {
             // No write is coming: the slot taken for it frees (a retry asks for one again). A wait for
-            // a token or the lease, or a conflict, keeps it.
+            // a token or the lease, or a conflict that is re-planned at once, keeps it.
             pacing::cancel(ctx, id).await;
         }
         match result? {
@@ -238,6 +255,49 @@ async fn write_once(
             })
         }
     }
+}
+
+/// Someone took the template back to an earlier config hash (`kubectl rollout undo`): pin it there, so
+/// that wave does not roll it forward until the config changes (`wave_core::undo`).
+async fn pin_undo(ctx: &Context, workload: &Workload, pin: &Pin) -> Result<Outcome, ReconcileError> {
+    let id = &workload.id;
+    if !may_write(ctx, id).await? {
+        return Ok(not_writing(ctx));
+    }
+    match api::patch_workload(&ctx.client, id, &undo::pin_patch(workload, pin)).await {
+        Ok(()) => {}
+        Err(e) if is_not_found(&e) => return Ok(Outcome::Gone),
+        Err(source) => {
+            return Err(ReconcileError::PatchWorkload {
+                workload: id.clone(),
+                source: Box::new(source),
+            });
+        }
+    }
+    let revision = workload
+        .annotations
+        .get(names::DEPLOYMENT_REVISION)
+        .map(|r| format!(" (revision {r})"))
+        .unwrap_or_default();
+    let note = format!(
+        "Undo detected: the template went back to config hash {}{revision}, which it carried before; the current config's hash is {}. wave leaves it there until the config changes, or until `wave unpin {}/{} -n {}`.",
+        pin.hash,
+        pin.config,
+        id.kind.as_str().to_lowercase(),
+        id.name,
+        id.namespace
+    );
+    tracing::info!(workload = %id, hash = %pin.hash, "undo detected; pinned");
+    ctx.events
+        .publish(
+            workload,
+            EventType::Normal,
+            reason::ROLLOUT_UNDO_DETECTED,
+            action::PIN_HASH,
+            note,
+        )
+        .await;
+    Ok(Outcome::Pinned)
 }
 
 /// Whether `write` rolls the workload because its config changed: a new hash on a workload that had
@@ -342,6 +402,7 @@ async fn may_write(ctx: &Context, id: &WorkloadRef) -> Result<bool, ReconcileErr
 async fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggered: Option<Instant>) {
     let kind = workload.id.kind.as_str();
     if let Some(hash) = &write.hash {
+        ctx.known_hashes.note(&workload.id, hash);
         if ctx.settled().remove(&workload.id) {
             let note = format!("The config that held this workload back settled; it rolled once, to {hash}.");
             ctx.events
@@ -532,6 +593,7 @@ mod tests {
             Outcome::NotLeader,
             Outcome::HeldPodsDeleted,
             Outcome::Halted,
+            Outcome::Pinned,
             Outcome::Queued(None),
         ] {
             assert_eq!(retry_after(&Ok(done.clone()), 0), None, "{done:?}");

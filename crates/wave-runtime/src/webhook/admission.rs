@@ -28,6 +28,7 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview
 use wave_core::admission::{self, Mutation, Operation};
 use wave_core::hash::missing_message;
 use wave_core::names::{self, action, reason};
+use wave_core::undo;
 use wave_core::workload::{Workload, WorkloadKind};
 
 use super::WebhookError;
@@ -170,6 +171,18 @@ async fn admit(
             .await
             .map_err(WebhookError::Content)?;
         mutation = admission::decide(&workload, &refs, &live, operation, &ctx.hashing);
+    }
+    if let Mutation::SetHash(desired) = &mutation
+        && operation == Operation::Update
+        && undo::detect(
+            workload.current_hash(),
+            desired,
+            &ctx.known_hashes.of(&workload.id),
+        )
+        .is_some()
+    {
+        // An undo to an earlier hash: admitted as it is; the reconciler pins it.
+        mutation = Mutation::None;
     }
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     let ops = admission::patch_ops(&workload, &mutation, &now);

@@ -1,0 +1,42 @@
+//! `wave unpin KIND/NAME`: removes the pin wave set when the workload's template went back to an earlier
+//! config hash (`docs/behaviour.md`, "Undo"). wave then rolls the workload to its current config.
+
+use std::process::ExitCode;
+
+use wave_core::undo::{self, Pin};
+use wave_runtime::api;
+
+use super::{CommandError, workload_target};
+use crate::cli::UnpinArgs;
+
+/// Runs `wave unpin`.
+pub async fn run(args: &UnpinArgs) -> Result<ExitCode, CommandError> {
+    let client = super::client().await?;
+    let ns = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    let id = workload_target(&args.target, &ns)?;
+    let cluster = |what: String| {
+        move |e: kube::Error| CommandError::Cluster {
+            what,
+            source: Box::new(e),
+        }
+    };
+    let workload = api::get_workload(&client, &id)
+        .await
+        .map_err(cluster(format!("reading {id}")))?
+        .ok_or_else(|| CommandError::NotFound(id.to_string()))?;
+    let Some(pin) = Pin::read(&workload) else {
+        println!("{id} is not pinned.");
+        return Ok(ExitCode::SUCCESS);
+    };
+    api::patch_workload(&client, &id, &undo::unpin_patch())
+        .await
+        .map_err(cluster(format!("unpinning {id}")))?;
+    println!(
+        "Unpinned {id} (it was pinned at {}); wave now rolls it to its current config.",
+        pin.hash
+    );
+    Ok(ExitCode::SUCCESS)
+}
