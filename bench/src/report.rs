@@ -108,7 +108,11 @@ impl Report {
         let mut scenarios = json!({});
         for (name, r) in &self.results {
             let v = serde_json::to_value(r).unwrap_or_default();
-            for s in ["s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8"] {
+            let skipped = if self.safety_only { 5 } else { 0 };
+            for s in ["s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8"]
+                .into_iter()
+                .skip(skipped)
+            {
                 scenarios[s.to_uppercase()][*name] = v[s].clone();
             }
         }
