@@ -9,6 +9,7 @@ mod harness;
 mod hash_golden;
 mod image;
 mod lifecycle;
+mod migration;
 mod operations;
 mod pacing;
 mod rollouts;

@@ -154,6 +154,7 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
             "rbac.namespaced=true",
             &namespaces,
         ],
+        vec!["rbac.legacyWaveCleanup=false"],
     ];
     for (i, sets) in value_sets.iter().enumerate() {
         let rendered = helm_template(&format!("dry{i}"), &ns, sets);
@@ -192,6 +193,10 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
         r.contains("kind: NetworkPolicy") && !r.contains("port: webhook"),
         "{r}"
     );
+    let patch_config = "resources: [configmaps, secrets]\n    verbs: [patch]";
+    assert!(helm_template("legacy", &ns, &[]).contains(patch_config));
+    let r = helm_template("legacy", &ns, &["rbac.legacyWaveCleanup=false"]);
+    assert!(!r.contains(patch_config), "config stays read-only:\n{r}");
 }
 
 #[tokio::test]

@@ -32,6 +32,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: [configmaps, secrets]
   verbs: [get, list, watch]
+{{- if .Values.rbac.legacyWaveCleanup }}
+# Removing the owner references Wave v0.6 put on config (docs/migrating-from-wave.md).
+- apiGroups: [""]
+  resources: [configmaps, secrets]
+  verbs: [patch]
+{{- end }}
 - apiGroups: [apps]
   resources: [deployments, statefulsets, daemonsets]
   verbs: [get, list, watch, patch]

@@ -10,6 +10,7 @@
 //! coalesce::Coalescer (one rollout per workload per interval)   flap::FlapDetector (flapping config)
 //! rollout::state (a workload's own status) ─► pace::census ─► pace::Pacer (at most N rolling; halts)
 //! undo::detect (an undo to an earlier hash) ─► undo::Pin, which plan::plan respects
+//! legacy (what Wave ≤ v0.6 left: its finalizer, owner references on config) ─► the patches removing it
 //! manifest (wave hash: rendered manifests)   impact (wave impact: would a change roll this workload)
 //! ```
 //!
@@ -29,6 +30,7 @@ pub mod hash;
 pub mod impact;
 pub mod index;
 pub mod kind;
+pub mod legacy;
 pub mod manifest;
 pub mod names;
 pub mod pace;

@@ -31,6 +31,9 @@ pub const PINNED_HASH: &str = "wave.pusher.com/pinned-hash";
 pub const PINNED_CONFIG: &str = "wave.pusher.com/pinned-config";
 /// The Deployment controller's revision number of a Deployment (metadata annotation).
 pub const DEPLOYMENT_REVISION: &str = "deployment.kubernetes.io/revision";
+/// The finalizer Wave ≤ v0.6 put on workloads (it also made their config owned by them); wave removes
+/// both, as Wave v0.7+ does (`docs/migrating-from-wave.md`).
+pub const LEGACY_FINALIZER: &str = "wave.pusher.com/finalizer";
 /// Written by Wave's webhook when it gated scheduling; the value is the original `schedulerName`.
 pub const SCHEDULING_DISABLED: &str = "wave.pusher.com/scheduling-disabled";
 /// The fake scheduler name Wave's webhook uses to hold pods.
@@ -80,6 +83,11 @@ pub mod reason {
     /// Warning, on a config object and on each workload it holds back: a rollout of this version of
     /// it failed, so it rolls into no further workload.
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    /// Normal, on a workload: wave removed what Wave ≤ v0.6 left (its finalizer, its owner references
+    /// on the workload's config).
+    pub const LEGACY_WAVE_REMOVED: &str = "LegacyWaveRemoved";
+    /// Warning, on a workload: what Wave ≤ v0.6 left could not be removed.
+    pub const LEGACY_WAVE_CLEANUP_FAILED: &str = "LegacyWaveCleanupFailed";
     /// Normal, on a workload: its template went back to an earlier config hash, and wave pinned it.
     pub const ROLLOUT_UNDO_DETECTED: &str = "RolloutUndoDetected";
 }
@@ -96,6 +104,8 @@ pub mod action {
     pub const HOLD_ROLLOUT: &str = "HoldRollout";
     /// Pacing rollouts, halting a failed version, resuming it.
     pub const PACE_ROLLOUT: &str = "PaceRollout";
+    /// Removing what Wave ≤ v0.6 left.
+    pub const REMOVE_LEGACY: &str = "RemoveLegacy";
     /// Pinning a workload's hash after an undo.
     pub const PIN_HASH: &str = "PinHash";
 }

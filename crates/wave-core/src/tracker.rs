@@ -118,6 +118,9 @@ pub struct ConfigMeta {
     pub key: ConfigKey,
     /// Version.
     pub version: ObjectVersion,
+    /// The uids its `ownerReferences` name (Wave ≤ v0.6 made referenced config owned by the workload;
+    /// `docs/migrating-from-wave.md`). Usually empty.
+    pub owners: Vec<String>,
 }
 
 /// One watch event, tagged with the scope of its stream.
@@ -155,6 +158,10 @@ pub struct Tracker {
     scopes: Vec<Scope>,
     workloads: HashMap<WorkloadRef, Arc<Workload>>,
     configs: HashMap<ConfigKey, ObjectVersion>,
+    /// Config objects by the uid of each owner they name (only objects that have owners).
+    owned: HashMap<String, BTreeSet<ConfigKey>>,
+    /// The owners of each config object that has any.
+    owners: HashMap<ConfigKey, Vec<String>>,
     index: RefIndex,
     relisted_workloads: HashMap<Scope, HashSet<WorkloadRef>>,
     relisted_configs: HashMap<Scope, HashSet<ConfigKey>>,
@@ -186,6 +193,8 @@ impl Tracker {
             scopes,
             workloads: HashMap::new(),
             configs: HashMap::new(),
+            owned: HashMap::new(),
+            owners: HashMap::new(),
             index: RefIndex::default(),
             relisted_workloads: HashMap::new(),
             relisted_configs: HashMap::new(),
@@ -366,6 +375,7 @@ impl Tracker {
         if changed {
             self.wake_dependents(&meta.key, fx);
         }
+        self.set_owners(&meta.key, meta.owners);
         self.configs.insert(meta.key, meta.version);
     }
 
@@ -373,7 +383,33 @@ impl Tracker {
         if self.configs.remove(key).is_some() {
             self.wake_dependents(key, fx);
         }
+        self.set_owners(key, Vec::new());
         fx.evict.push(key.clone());
+    }
+
+    fn set_owners(&mut self, key: &ConfigKey, owners: Vec<String>) {
+        for uid in self.owners.remove(key).unwrap_or_default() {
+            if let Some(keys) = self.owned.get_mut(&uid) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.owned.remove(&uid);
+                }
+            }
+        }
+        for uid in &owners {
+            self.owned.entry(uid.clone()).or_default().insert(key.clone());
+        }
+        if !owners.is_empty() {
+            self.owners.insert(key.clone(), owners);
+        }
+    }
+
+    /// The config objects whose `ownerReferences` name `uid`.
+    pub fn owned_by(&self, uid: &str) -> Vec<ConfigKey> {
+        self.owned
+            .get(uid)
+            .map(|keys| keys.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     fn wake_dependents(&self, key: &ConfigKey, fx: &mut Effects) {
@@ -445,6 +481,7 @@ mod tests {
                 uid: format!("uid-{name}"),
                 resource_version: rv.into(),
             },
+            owners: Vec::new(),
         }
     }
 
@@ -494,6 +531,25 @@ mod tests {
         let (t, fx) = synced(vec![uses_cm("a", "x"), uses_cm("b", "y")], vec![]);
         assert!(t.is_ready() && fx.became_ready);
         assert_eq!(names_of(&fx), ["a", "b"]);
+    }
+
+    #[test]
+    fn config_objects_are_found_by_the_uid_of_their_owner_until_the_owner_reference_goes() {
+        let (mut t, _) = synced(vec![uses_cm("a", "x")], vec![]);
+        let mut owned = cm_meta("x", "2");
+        owned.owners = vec!["uid-a".into(), "uid-other".into()];
+        t.apply(Change::Config(scope(CONFIGMAPS), Event::Apply(owned.clone())));
+        assert_eq!(t.owned_by("uid-a"), [owned.key.clone()]);
+        assert_eq!(t.owned_by("uid-other"), [owned.key.clone()]);
+        owned.owners = vec!["uid-other".into()];
+        owned.version.resource_version = "3".into();
+        t.apply(Change::Config(scope(CONFIGMAPS), Event::Apply(owned.clone())));
+        assert!(t.owned_by("uid-a").is_empty());
+        t.apply(Change::Config(scope(CONFIGMAPS), Event::Delete(owned)));
+        assert!(
+            t.owned_by("uid-other").is_empty(),
+            "a deleted object is forgotten"
+        );
     }
 
     #[test]
@@ -636,6 +692,7 @@ mod tests {
                 uid: "u".into(),
                 resource_version: "1".into(),
             },
+            owners: Vec::new(),
         };
         t.apply(Change::Config(scope_b.clone(), Event::Apply(meta("b"))));
         t.apply(Change::Config(scope_a.clone(), Event::Init));

@@ -62,6 +62,9 @@ pub struct Workload {
     pub template: Box<PodTemplateSpec>,
     /// How far its rollout got (`rollout::state` reads it).
     pub progress: Progress,
+    /// It still carries Wave ≤ v0.6's finalizer `wave.pusher.com/finalizer`, which wave removes
+    /// (`docs/migrating-from-wave.md`).
+    pub legacy_finalizer: bool,
 }
 
 /// The pod template in `body` (the object without its metadata, or the whole object) at the kind's
@@ -103,6 +106,10 @@ impl Workload {
                 meta.namespace.unwrap_or_default(),
                 meta.name.unwrap_or_default(),
             ),
+            legacy_finalizer: meta
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| f.iter().any(|f| f == names::LEGACY_FINALIZER)),
             uid: meta.uid.unwrap_or_default(),
             resource_version: meta.resource_version.unwrap_or_default(),
             generation: meta.generation.unwrap_or_default(),
@@ -172,9 +179,14 @@ impl Workload {
     }
 
     /// Whether wave has anything to do for this workload: it opted in, a gate (Wave's or wave's) is
-    /// to be released, or pods that wave's gate held are to be cleaned up.
+    /// to be released, pods that wave's gate held are to be cleaned up, or Wave ≤ v0.6's finalizer is
+    /// to be removed.
     pub fn needs_reconcile(&self) -> bool {
-        self.is_opted_in() || self.wave_gate().is_some() || self.has_scheduling_gate() || self.has_held_pods()
+        self.is_opted_in()
+            || self.wave_gate().is_some()
+            || self.has_scheduling_gate()
+            || self.has_held_pods()
+            || self.legacy_finalizer
     }
 }
 
@@ -206,6 +218,7 @@ pub(crate) mod testing {
                 serde_json::from_value(serde_json::json!({ "spec": spec })).expect("pod spec"),
             ),
             progress: Progress::default(),
+            legacy_finalizer: false,
         }
     }
 }

@@ -115,6 +115,52 @@ pub async fn fetch_content(
     })
 }
 
+/// The metadata of a config object (never its data); `None` if it does not exist.
+pub async fn config_metadata(client: &Client, key: &ConfigKey) -> Result<Option<ObjectMeta>, kube::Error> {
+    Ok(match key.kind {
+        ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), &key.namespace)
+            .get_metadata_opt(&key.name)
+            .await?
+            .map(|m| m.metadata),
+        ConfigKind::Secret => Api::<Secret>::namespaced(client.clone(), &key.namespace)
+            .get_metadata_opt(&key.name)
+            .await?
+            .map(|m| m.metadata),
+    })
+}
+
+/// A JSON merge patch of a config object's metadata, as field manager `wave` (the response is
+/// metadata only, so no Secret data is read).
+pub async fn patch_config_metadata(
+    client: &Client,
+    key: &ConfigKey,
+    body: &serde_json::Value,
+) -> Result<(), kube::Error> {
+    let params = PatchParams {
+        field_manager: Some(names::FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let patch = Patch::Merge(body);
+    match key.kind {
+        ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), &key.namespace)
+            .patch_metadata(&key.name, &params, &patch)
+            .await
+            .map(drop),
+        ConfigKind::Secret => Api::<Secret>::namespaced(client.clone(), &key.namespace)
+            .patch_metadata(&key.name, &params, &patch)
+            .await
+            .map(drop),
+    }
+}
+
+/// The metadata of a workload as stored; `None` if it does not exist.
+pub async fn workload_metadata(client: &Client, id: &WorkloadRef) -> Result<Option<ObjectMeta>, kube::Error> {
+    Ok(workload_api(client, id.kind, Some(&id.namespace))
+        .get_metadata_opt(&id.name)
+        .await?
+        .map(|m| m.metadata))
+}
+
 /// The Events about a workload that wave reported with one of `reasons`, oldest first.
 pub async fn wave_events(
     client: &Client,

@@ -18,8 +18,8 @@ pub enum ReconcileError {
         #[source]
         source: Box<kube::Error>,
     },
-    /// Re-reading the workload after a conflict failed.
-    #[error("re-reading {workload} after a conflict failed")]
+    /// Re-reading the workload (after a conflict, or after removing what Wave v0.6 left) failed.
+    #[error("re-reading {workload} failed")]
     GetWorkload {
         /// The workload.
         workload: WorkloadRef,
@@ -50,6 +50,17 @@ pub enum ReconcileError {
     DeleteHeldPods {
         /// The workload.
         workload: WorkloadRef,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// Removing what Wave ≤ v0.6 left (an owner reference on a config object, or its finalizer) failed.
+    #[error("removing Wave v0.6's {what} for {workload} failed")]
+    LegacyCleanup {
+        /// The workload.
+        workload: WorkloadRef,
+        /// What: `owner reference on ConfigMap ns/x`, or `finalizer`.
+        what: String,
         /// The API error.
         #[source]
         source: Box<kube::Error>,
@@ -85,6 +96,8 @@ pub enum Operation {
     DeleteHeldPods,
     /// Reading the Lease before a write.
     ConfirmLease,
+    /// Removing what Wave ≤ v0.6 left.
+    LegacyCleanup,
 }
 
 impl Operation {
@@ -96,6 +109,7 @@ impl Operation {
             Operation::PatchWorkload => "patch_workload",
             Operation::DeleteHeldPods => "delete_held_pods",
             Operation::ConfirmLease => "confirm_lease",
+            Operation::LegacyCleanup => "legacy_cleanup",
         }
     }
 
@@ -106,6 +120,7 @@ impl Operation {
             Operation::PatchWorkload => "patch_workload_forbidden",
             Operation::DeleteHeldPods => "delete_held_pods_forbidden",
             Operation::ConfirmLease => "confirm_lease_forbidden",
+            Operation::LegacyCleanup => "legacy_cleanup_forbidden",
         }
     }
 }
@@ -119,6 +134,7 @@ impl ReconcileError {
             ReconcileError::PatchWorkload { source, .. } => Some((Operation::PatchWorkload, source)),
             ReconcileError::DeleteHeldPods { source, .. } => Some((Operation::DeleteHeldPods, source)),
             ReconcileError::ConfirmLease { source, .. } => Some((Operation::ConfirmLease, source)),
+            ReconcileError::LegacyCleanup { source, .. } => Some((Operation::LegacyCleanup, source)),
             ReconcileError::Conflict { .. } | ReconcileError::Panicked { .. } => None,
         }
     }

@@ -13,6 +13,7 @@ pub mod bookkeeping;
 pub mod content;
 pub mod context;
 pub mod held_pods;
+pub mod legacy;
 pub mod pacing;
 pub mod reconcile;
 pub mod watch;

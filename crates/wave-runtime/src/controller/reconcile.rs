@@ -1,7 +1,8 @@
 //! The reconcile of one workload: a thin shell around the pure core.
 //!
 //! ```text
-//! leader? ─► view from the tracker ─► refs (core) ─► content cache ─► plan (core)
+//! leader? ─► view from the tracker ─► what Wave v0.6 left removed (`legacy`) ─► refs (core)
+//!   ─► content cache ─► plan (core)
 //!   Noop    ─► done
 //!   Blocked ─► one Warning Event per distinct missing set; woken again when the config appears
 //!   Write   ─► a rollout? held while a config object it uses flaps (`flap`), else coalesced to one
@@ -26,7 +27,7 @@ use wave_core::undo::{self, Pin};
 use wave_core::workload::{Workload, WorkloadRef};
 
 use super::context::Context;
-use super::{held_pods, pacing};
+use super::{held_pods, legacy, pacing};
 use crate::api::{self, describe, error_chain, is_conflict, is_not_found};
 use crate::error::ReconcileError;
 use crate::events::EventType;
@@ -125,6 +126,18 @@ async fn plan_and_write(
         ctx.missing.forget(id);
         return Ok(Outcome::Gone);
     };
+    if (workload.legacy_finalizer || !ctx.tracker().owned_by(&workload.uid).is_empty())
+        && !may_write(ctx, id).await?
+    {
+        return Ok(not_writing(ctx));
+    }
+    if legacy::clean(ctx, &workload).await? {
+        // Its resourceVersion moved on: plan from what is stored now.
+        let Some(fresh) = reread(ctx, id).await? else {
+            return Ok(Outcome::Gone);
+        };
+        workload = fresh;
+    }
     for attempt in 1..=CONFLICT_ATTEMPTS {
         let mut refs = workload.references();
         let unwatched = ctx.tracker().restrict_to_watched(&mut refs);
@@ -200,16 +213,10 @@ async fn plan_and_write(
             Some(outcome) => return Ok(outcome),
             None if attempt < CONFLICT_ATTEMPTS => {
                 tracing::debug!(workload = %id, attempt, "conflict; re-reading and re-planning");
-                match api::get_workload(&ctx.client, id).await {
-                    Ok(Some(fresh)) => workload = Arc::new(fresh),
-                    Ok(None) => return Ok(Outcome::Gone),
-                    Err(source) => {
-                        return Err(ReconcileError::GetWorkload {
-                            workload: id.clone(),
-                            source: Box::new(source),
-                        });
-                    }
-                }
+                let Some(fresh) = reread(ctx, id).await? else {
+                    return Ok(Outcome::Gone);
+                };
+                workload = fresh;
             }
             None => break,
         }
@@ -218,6 +225,17 @@ async fn plan_and_write(
         workload: id.clone(),
         attempts: CONFLICT_ATTEMPTS,
     })
+}
+
+/// The workload as stored now; `None` if it is gone.
+async fn reread(ctx: &Context, id: &WorkloadRef) -> Result<Option<Arc<Workload>>, ReconcileError> {
+    match api::get_workload(&ctx.client, id).await {
+        Ok(fresh) => Ok(fresh.map(Arc::new)),
+        Err(source) => Err(ReconcileError::GetWorkload {
+            workload: id.clone(),
+            source: Box::new(source),
+        }),
+    }
 }
 
 /// One write: a token, the lease, the PATCH. `Ok(None)` is a 409 Conflict (re-read and re-plan).

@@ -216,6 +216,12 @@ fn config_change<K>(kind: ConfigKind) -> impl Fn(Scope, Event<PartialObjectMeta<
                         uid: meta.uid.unwrap_or_default(),
                         resource_version: meta.resource_version.unwrap_or_default(),
                     },
+                    owners: meta
+                        .owner_references
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|o| o.uid)
+                        .collect(),
                 }
             }),
         )
