@@ -3,9 +3,12 @@
 use std::collections::BTreeSet;
 use std::process::ExitCode;
 
+use wave_core::hash::is_ignored;
 use wave_core::impact::{Impact, impact};
+use wave_core::names;
 use wave_core::pace::{self, Marker};
 use wave_core::workload::Workload;
+use wave_runtime::api;
 
 use super::{CommandError, all_workloads, config_target, halts_of};
 use crate::cli::{ImpactArgs, Output};
@@ -29,6 +32,22 @@ pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
         .unwrap_or_else(|| client.default_namespace().to_string());
     let key = config_target(&args.target, &ns)?;
     let changed: Option<BTreeSet<String>> = args.keys.as_ref().map(|k| k.iter().cloned().collect());
+    let meta = api::config_metadata(&client, &key)
+        .await
+        .map_err(|e| CommandError::Cluster {
+            what: format!("reading {key}"),
+            source: Box::new(e),
+        })?;
+    if meta.as_ref().is_some_and(is_ignored) {
+        match args.output {
+            Output::Json => println!("[]"),
+            Output::Table => println!(
+                "{key} is ignored ({}: \"true\"): a change to it rolls nothing.",
+                names::IGNORE
+            ),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let workloads = all_workloads(&client).await?;
     let halts = halts_of(&workloads, &key);
     let object = pace::object_name(&key);

@@ -300,3 +300,96 @@ async fn extra_annotations_track_other_namespaces_and_same_names_do_not_mask_eac
     )
     .await;
 }
+
+#[tokio::test]
+async fn an_ignored_config_object_wakes_nothing_and_leaves_the_hash_and_only_annotations_narrow_references() {
+    let (client, ns) = setup("scoping").await;
+    create_configmap(&client, &ns, "cfg", json!({"a": "1"})).await;
+    create_configmap(&client, &ns, "sentinel", json!({"s": "1"})).await;
+    let cms = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns);
+    let noise = json!({"metadata": {"name": "noise", "annotations": {"wave.pusher.com/ignore": "true"}},
+        "data": {"n": "1"}});
+    cms.create(&Default::default(), &serde_json::from_value(noise).unwrap())
+        .await
+        .unwrap();
+    let wave = Wave::start(&[&ns], &["--update-rate=inf", "--min-rollout-interval=0"]).await;
+    let uses = |names: &[&str]| {
+        let env: Vec<_> = names
+            .iter()
+            .map(|n| json!({"configMapRef": {"name": n}}))
+            .collect();
+        pod_spec(json!({"envFrom": env}), json!({}))
+    };
+    let kind = WorkloadKind::DEPLOYMENT;
+    create_workload(
+        &client,
+        &ns,
+        kind,
+        "noisy",
+        opted_in(&[]),
+        uses(&["cfg", "noise", "sentinel"]),
+    )
+    .await;
+    create_workload(
+        &client,
+        &ns,
+        kind,
+        "quiet",
+        opted_in(&[]),
+        uses(&["cfg", "sentinel"]),
+    )
+    .await;
+    let narrow = opted_in(&[("wave.pusher.com/only-configmaps", "sentinel")]);
+    create_workload(&client, &ns, kind, "narrow", narrow, uses(&["cfg", "sentinel"])).await;
+    let noisy = wait_hash_change(&client, &ns, kind, "noisy", None).await;
+    let quiet = wait_hash_change(&client, &ns, kind, "quiet", None).await;
+    let narrowed = wait_hash_change(&client, &ns, kind, "narrow", None).await;
+    assert_eq!(noisy, quiet, "an ignored object leaves the hash");
+    assert_ne!(narrowed, quiet, "only-configmaps leaves cfg out of the hash");
+
+    // A change to the ignored object, then to the sentinel: one ConfigMap watch delivers both in order.
+    let triggers = || wave.metric("wave_config_triggers_total", &[]) as u64;
+    let before = triggers();
+    patch_configmap(&client, &ns, "noise", json!({"data": {"n": "2"}})).await;
+    patch_configmap(&client, &ns, "sentinel", json!({"data": {"s": "2"}})).await;
+    wait_for("the sentinel's three wake-ups", TIMEOUT, || async {
+        (triggers() >= before + 3).then_some(())
+    })
+    .await;
+    assert_eq!(triggers() - before, 3, "the ignored object woke nobody");
+    let noisy = wait_hash_change(&client, &ns, kind, "noisy", Some(&noisy)).await;
+    let narrowed = wait_hash_change(&client, &ns, kind, "narrow", Some(&narrowed)).await;
+
+    // cfg is outside the narrowed workload's references: it rolls the other two only.
+    let before = triggers();
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"a": "2"}})).await;
+    wait_for("cfg's two wake-ups", TIMEOUT, || async {
+        (triggers() >= before + 2).then_some(())
+    })
+    .await;
+    let noisy = wait_hash_change(&client, &ns, kind, "noisy", Some(&noisy)).await;
+    assert_eq!(triggers() - before, 2);
+    assert_eq!(
+        hash_of(&client, &ns, kind, "narrow").await.as_deref(),
+        Some(narrowed.as_str())
+    );
+
+    let kubeconfig = testenv::cluster().kubeconfig();
+    let (code, out, err) = run_wave(&["impact", "configmap/noise", "-n", &ns], Some(&kubeconfig));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("rolls nothing"),
+        "wave impact knows it is ignored: {out}"
+    );
+
+    // No longer ignored, the object enters the hash: one rollout.
+    patch_configmap(
+        &client,
+        &ns,
+        "noise",
+        json!({"metadata": {"annotations": {"wave.pusher.com/ignore": null}}}),
+    )
+    .await;
+    let entered = wait_hash_change(&client, &ns, kind, "noisy", Some(&noisy)).await;
+    assert_ne!(entered, hash_of(&client, &ns, kind, "quiet").await.unwrap());
+}

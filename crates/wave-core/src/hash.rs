@@ -23,13 +23,17 @@ use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use sha2::{Digest, Sha256};
 
-use super::refs::{ConfigKey, ConfigKind, Keys, References};
+use super::refs::{ConfigKey, ConfigKind, Keys, Reference, References};
+use crate::names;
 
 /// The values of one config object, as the hash and the required-key check see them: a ConfigMap's
 /// `data` (UTF-8 bytes) overlaid with its `binaryData`, or a Secret's `data`. Nothing else is kept.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Content {
     values: BTreeMap<String, Vec<u8>>,
+    /// The object says `wave.pusher.com/ignore: "true"`: it leaves every hash (as if absent) but still
+    /// satisfies a required reference (`docs/behaviour.md`, "Scoping").
+    pub ignored: bool,
 }
 
 // Values may be Secret data: never print them.
@@ -37,6 +41,7 @@ impl fmt::Debug for Content {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Content")
             .field("keys", &self.values.keys().collect::<Vec<_>>())
+            .field("ignored", &self.ignored)
             .finish()
     }
 }
@@ -44,7 +49,10 @@ impl fmt::Debug for Content {
 impl Content {
     /// Content from explicit values.
     pub fn new(values: BTreeMap<String, Vec<u8>>) -> Self {
-        Self { values }
+        Self {
+            values,
+            ignored: false,
+        }
     }
 
     /// A short digest (12 hex characters) of the values under `hashing`: names one version of the object
@@ -71,7 +79,10 @@ impl Content {
         for (k, v) in cm.binary_data.iter().flatten() {
             values.insert(k.clone(), v.0.clone());
         }
-        Self { values }
+        Self {
+            values,
+            ignored: is_ignored(&cm.metadata),
+        }
     }
 
     /// A Secret's `data`, plus `stringData` as the apiserver would merge it (for offline manifests).
@@ -85,7 +96,10 @@ impl Content {
         for (k, v) in secret.string_data.iter().flatten() {
             values.insert(k.clone(), v.as_bytes().to_vec());
         }
-        Self { values }
+        Self {
+            values,
+            ignored: is_ignored(&secret.metadata),
+        }
     }
 
     /// Whether `key` is present.
@@ -97,6 +111,14 @@ impl Content {
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.values.keys().map(String::as_str)
     }
+}
+
+/// Whether a ConfigMap's or Secret's metadata says `wave.pusher.com/ignore: "true"`.
+pub fn is_ignored(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(names::IGNORE))
+        .is_some_and(|v| v == "true")
 }
 
 /// Content of the referenced objects that exist. A key that is not here names an absent object.
@@ -148,6 +170,7 @@ pub fn missing(refs: &References, fetched: &Fetched) -> Vec<Missing> {
     for r in refs.iter().filter(|r| r.required) {
         match fetched.get(&r.key) {
             None => out.push(Missing::Object(r.key.clone())),
+            Some(content) if content.ignored => {}
             Some(content) => {
                 if let Keys::Only(keys) = &r.keys {
                     for key in keys.iter().filter(|k| !content.contains(k)) {
@@ -275,7 +298,8 @@ fn section(namespace: &str, kind: ConfigKind, refs: &References, fetched: &Fetch
     };
     // Difference `namespace-clash`: bare names shared by existing objects from more than one namespace.
     let mut namespaces_by_name: HashMap<&str, BTreeSet<&str>> = HashMap::new();
-    for r in list.iter().filter(|r| fetched.contains_key(&r.key)) {
+    let hashed = |r: &&Reference| fetched.get(&r.key).is_some_and(|c| !c.ignored);
+    for r in list.iter().filter(hashed) {
         namespaces_by_name
             .entry(&r.key.name)
             .or_default()
@@ -283,7 +307,7 @@ fn section(namespace: &str, kind: ConfigKind, refs: &References, fetched: &Fetch
     }
     let mut out = Section::new();
     for r in list {
-        let Some(content) = fetched.get(&r.key) else {
+        let Some(content) = fetched.get(&r.key).filter(|c| !c.ignored) else {
             continue;
         };
         let clash = namespaces_by_name
@@ -319,6 +343,36 @@ mod tests {
                 b"Test Using Larger Than Block-Size Key - Hash Key First"
             )),
             "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+        );
+    }
+
+    #[test]
+    fn an_ignored_object_leaves_the_hash_as_if_absent_but_satisfies_a_required_reference() {
+        use crate::refs::{ConfigKey, ConfigKind, Keys, Reference, References};
+        let key = ConfigKey::new(ConfigKind::ConfigMap, "ns", "cm");
+        let refs = References {
+            config_maps: vec![Reference {
+                key: key.clone(),
+                required: true,
+                keys: Keys::Only(["k".to_string()].into()),
+                origin: "test".into(),
+            }],
+            ..Default::default()
+        };
+        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cm", "annotations": {(names::IGNORE): "true"}}, "data": {"other": "v"}}))
+        .unwrap();
+        let ignored = Content::from_config_map(&cm);
+        assert!(ignored.ignored);
+        let fetched = Fetched::from([(key, Arc::new(ignored))]);
+        assert!(
+            missing(&refs, &fetched).is_empty(),
+            "present, even without the key"
+        );
+        assert_eq!(
+            config_hash("ns", &refs, &fetched, &Hashing::Plain),
+            config_hash("ns", &refs, &Fetched::new(), &Hashing::Plain),
+            "hashed as if absent"
         );
     }
 

@@ -10,6 +10,14 @@ pub const CONFIG_HASH: &str = "wave.pusher.com/config-hash";
 pub const EXTRA_CONFIGMAPS: &str = "wave.pusher.com/extra-configmaps";
 /// Comma-separated `name` or `namespace/name` of extra Secrets (optional, all keys).
 pub const EXTRA_SECRETS: &str = "wave.pusher.com/extra-secrets";
+/// ConfigMap or Secret annotation: `"true"` makes its changes trigger nothing, and leaves it out of
+/// every hash (it still satisfies a required reference). Not in Wave.
+pub const IGNORE: &str = "wave.pusher.com/ignore";
+/// Workload annotation: comma-separated `name` or `namespace/name`; only these ConfigMaps count (the
+/// workload's other ConfigMap references are left out of its hash). Not in Wave.
+pub const ONLY_CONFIGMAPS: &str = "wave.pusher.com/only-configmaps";
+/// Workload annotation: the same for Secrets.
+pub const ONLY_SECRETS: &str = "wave.pusher.com/only-secrets";
 /// Workload annotation: the least time between two config-triggered rollouts of it (Go duration; `0`
 /// turns coalescing off). Overrides `--min-rollout-interval`.
 pub const MIN_ROLLOUT_INTERVAL: &str = "wave.pusher.com/min-rollout-interval";

@@ -293,6 +293,22 @@ pub fn discover(
             }
         }
     }
+
+    // Scoping (not in Wave): `only-configmaps` / `only-secrets` keep only the named objects of their
+    // kind (`docs/behaviour.md`, "Scoping"). Entries are trimmed; unlike `extra-*`, they add nothing.
+    for (annotation, list) in [
+        (names::ONLY_CONFIGMAPS, &mut refs.config_maps),
+        (names::ONLY_SECRETS, &mut refs.secrets),
+    ] {
+        let Some(value) = annotations.get(annotation) else {
+            continue;
+        };
+        let allowed: BTreeSet<(&str, &str)> = value
+            .split(',')
+            .filter_map(|entry| parse_extra_entry(namespace, entry.trim()))
+            .collect();
+        list.retain(|r| allowed.contains(&(r.key.namespace.as_str(), r.key.name.as_str())));
+    }
     refs
 }
 
@@ -339,6 +355,22 @@ mod tests {
         refs.iter()
             .map(|r| format!("{}/{}", r.key.namespace, r.key.name))
             .collect()
+    }
+
+    #[test]
+    fn only_annotations_keep_the_named_objects_of_their_kind() {
+        let t = template(json!({"containers": [{"name": "c", "envFrom": [
+            {"configMapRef": {"name": "a"}}, {"configMapRef": {"name": "b"}}, {"secretRef": {"name": "s"}}]}]}));
+        let refs = discover(
+            "ns",
+            &annotations(&[(names::ONLY_CONFIGMAPS, " b , other/x")]),
+            &t,
+        );
+        let names: Vec<&str> = refs.iter().map(|r| r.key.name.as_str()).collect();
+        assert_eq!(names, ["b", "s"], "secrets are not restricted by only-configmaps");
+        let refs = discover("ns", &annotations(&[(names::ONLY_SECRETS, "")]), &t);
+        assert!(refs.secrets.is_empty(), "an empty list keeps no Secret");
+        assert_eq!(discover("ns", &annotations(&[]), &t).iter().count(), 3);
     }
 
     #[test]

@@ -121,6 +121,8 @@ pub struct ConfigMeta {
     /// The uids its `ownerReferences` name (Wave ≤ v0.6 made referenced config owned by the workload;
     /// `docs/migrating-from-wave.md`). Usually empty.
     pub owners: Vec<String>,
+    /// It says `wave.pusher.com/ignore: "true"`: its changes wake nobody.
+    pub ignored: bool,
 }
 
 /// One watch event, tagged with the scope of its stream.
@@ -162,6 +164,8 @@ pub struct Tracker {
     owned: HashMap<String, BTreeSet<ConfigKey>>,
     /// The owners of each config object that has any.
     owners: HashMap<ConfigKey, Vec<String>>,
+    /// Config objects marked `wave.pusher.com/ignore`.
+    ignored: HashSet<ConfigKey>,
     index: RefIndex,
     relisted_workloads: HashMap<Scope, HashSet<WorkloadRef>>,
     relisted_configs: HashMap<Scope, HashSet<ConfigKey>>,
@@ -195,6 +199,7 @@ impl Tracker {
             configs: HashMap::new(),
             owned: HashMap::new(),
             owners: HashMap::new(),
+            ignored: HashSet::new(),
             index: RefIndex::default(),
             relisted_workloads: HashMap::new(),
             relisted_configs: HashMap::new(),
@@ -372,8 +377,15 @@ impl Tracker {
 
     fn upsert_config(&mut self, meta: ConfigMeta, fx: &mut Effects) {
         let changed = self.configs.get(&meta.key) != Some(&meta.version);
-        if changed {
+        let was_ignored = self.ignored.contains(&meta.key);
+        // An ignored object wakes nobody, except when it becomes ignored (it leaves the hash).
+        if changed && !(meta.ignored && was_ignored) {
             self.wake_dependents(&meta.key, fx);
+        }
+        if meta.ignored {
+            self.ignored.insert(meta.key.clone());
+        } else if was_ignored {
+            self.ignored.remove(&meta.key);
         }
         self.set_owners(&meta.key, meta.owners);
         self.configs.insert(meta.key, meta.version);
@@ -384,6 +396,7 @@ impl Tracker {
             self.wake_dependents(key, fx);
         }
         self.set_owners(key, Vec::new());
+        self.ignored.remove(key);
         fx.evict.push(key.clone());
     }
 
@@ -482,6 +495,7 @@ mod tests {
                 resource_version: rv.into(),
             },
             owners: Vec::new(),
+            ignored: false,
         }
     }
 
@@ -531,6 +545,25 @@ mod tests {
         let (t, fx) = synced(vec![uses_cm("a", "x"), uses_cm("b", "y")], vec![]);
         assert!(t.is_ready() && fx.became_ready);
         assert_eq!(names_of(&fx), ["a", "b"]);
+    }
+
+    #[test]
+    fn an_ignored_object_wakes_nobody_except_when_it_becomes_or_stops_being_ignored() {
+        let (mut t, _) = synced(vec![uses_cm("a", "x")], vec![cm_meta("x", "1")]);
+        let mut x = cm_meta("x", "2");
+        x.ignored = true;
+        let fx = t.apply(Change::Config(scope(CONFIGMAPS), Event::Apply(x.clone())));
+        assert_eq!(names_of(&fx), ["a"], "becoming ignored changes the hash");
+        x.version.resource_version = "3".into();
+        let fx = t.apply(Change::Config(scope(CONFIGMAPS), Event::Apply(x.clone())));
+        assert!(
+            fx.enqueue.is_empty() && fx.changed_configs.is_empty(),
+            "an ignored change wakes nobody"
+        );
+        x.version.resource_version = "4".into();
+        x.ignored = false;
+        let fx = t.apply(Change::Config(scope(CONFIGMAPS), Event::Apply(x)));
+        assert_eq!(names_of(&fx), ["a"], "no longer ignored: it enters the hash");
     }
 
     #[test]
@@ -693,6 +726,7 @@ mod tests {
                 resource_version: "1".into(),
             },
             owners: Vec::new(),
+            ignored: false,
         };
         t.apply(Change::Config(scope_b.clone(), Event::Apply(meta("b"))));
         t.apply(Change::Config(scope_a.clone(), Event::Init));

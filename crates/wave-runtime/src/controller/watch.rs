@@ -206,6 +206,7 @@ fn config_change<K>(kind: ConfigKind) -> impl Fn(Scope, Event<PartialObjectMeta<
             scope,
             event.map(|obj| {
                 let meta = obj.metadata;
+                let ignored = wave_core::hash::is_ignored(&meta);
                 ConfigMeta {
                     key: ConfigKey::new(
                         kind,
@@ -216,6 +217,7 @@ fn config_change<K>(kind: ConfigKind) -> impl Fn(Scope, Event<PartialObjectMeta<
                         uid: meta.uid.unwrap_or_default(),
                         resource_version: meta.resource_version.unwrap_or_default(),
                     },
+                    ignored,
                     owners: meta
                         .owner_references
                         .unwrap_or_default()
