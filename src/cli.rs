@@ -15,6 +15,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use wave_core::duration::parse_go_duration;
 use wave_core::ratelimit;
+use wave_core::workload::WorkloadKind;
 use wave_runtime::config::{
     BindAddress, CertificateSource, Config, LeaderElection, LogFormat, SecretName, WebhookConfig,
 };
@@ -285,6 +286,11 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_FLAP_QUIET", default_value = "5m", value_parser = parse_go_duration)]
     pub flap_quiet: Duration,
 
+    /// Also manage CronJobs (`batch/v1`): the hash goes on the template of the Jobs they create, so the
+    /// next Job runs with the new config. Needs `get, list, watch, patch` on cronjobs.
+    #[arg(long, env = "WAVE_CRONJOBS")]
+    pub cronjobs: bool,
+
     /// At most this many wave-triggered rollouts in progress at once, as the workloads' own status
     /// shows; the rest wait, highest `wave.pusher.com/rollout-priority` first, then first come. With it,
     /// a config version whose rollout fails rolls into no further workload. `0` turns this off.
@@ -354,6 +360,11 @@ impl RunArgs {
                 threshold: self.flap_threshold,
                 window: self.flap_window,
                 quiet: self.flap_quiet,
+            },
+            kinds: if self.cronjobs {
+                WorkloadKind::ALL.to_vec()
+            } else {
+                WorkloadKind::BUILT_IN.to_vec()
             },
             max_concurrent_rollouts: self.max_concurrent_rollouts,
             rollout_deadline: self.rollout_deadline,

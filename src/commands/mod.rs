@@ -77,16 +77,24 @@ pub fn config_target(target: &str, namespace: &str) -> Result<ConfigKey, Command
     Ok(ConfigKey::new(kind, namespace, name))
 }
 
-/// Every workload of every kind in the cluster (references can cross namespaces: `extra-*`).
+/// Every workload of every kind in the cluster (references can cross namespaces: `extra-*`). CronJobs,
+/// which `wave run` manages only with `--cronjobs`, are skipped when they may not be listed.
 pub async fn all_workloads(client: &kube::Client) -> Result<Vec<Workload>, CommandError> {
     let mut workloads = Vec::new();
-    for kind in WorkloadKind::BUILT_IN {
-        let listed = api::list_workloads(client, kind)
-            .await
-            .map_err(|e| CommandError::Cluster {
-                what: format!("listing {} in all namespaces", kind.info().plural),
-                source: Box::new(e),
-            })?;
+    for kind in WorkloadKind::ALL {
+        let listed = match api::list_workloads(client, kind).await {
+            Ok(listed) => listed,
+            Err(e) if !WorkloadKind::BUILT_IN.contains(&kind) && api::status_code(&e) == Some(403) => {
+                eprintln!("wave: not listing {}: forbidden", kind.info().plural);
+                continue;
+            }
+            Err(e) => {
+                return Err(CommandError::Cluster {
+                    what: format!("listing {} in all namespaces", kind.info().plural),
+                    source: Box::new(e),
+                });
+            }
+        };
         workloads.extend(listed);
     }
     workloads.sort_by(|a, b| a.id.cmp(&b.id));

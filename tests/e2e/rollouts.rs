@@ -330,3 +330,78 @@ async fn recreating_a_required_configmap_with_identical_data_rolls_nothing() {
         );
     }
 }
+
+#[tokio::test]
+async fn with_cronjobs_on_a_cron_jobs_next_job_runs_with_the_new_config_and_without_it_nothing_is_written() {
+    let (client, ns) = setup("cronjob").await;
+    create_configmap(&client, &ns, "cfg", json!({"v": "1"})).await;
+    let kind = WorkloadKind::CRON_JOB;
+    let spec = pod_spec(
+        json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}),
+        json!({"restartPolicy": "Never"}),
+    );
+    let cron_job = |name: &str| {
+        json!({"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": name, "annotations": opted_in(&[])},
+            "spec": {"schedule": "0 0 1 1 *", "suspend": true,
+                "jobTemplate": {"spec": {"template": {"metadata": {"labels": {"app": name}}, "spec": spec.clone()}}}}})
+    };
+    for name in ["nightly", "untouched"] {
+        workloads(&client, &ns, kind)
+            .create(
+                &Default::default(),
+                &serde_json::from_value(cron_job(name)).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    // Without --cronjobs, CronJobs are not even watched: a Deployment's hash is the witness that wave ran.
+    {
+        let wave = Wave::start(&[&ns], &["--update-rate=inf"]).await;
+        let deploy = WorkloadKind::DEPLOYMENT;
+        create_workload(
+            &client,
+            &ns,
+            deploy,
+            "witness",
+            opted_in(&[]),
+            pod_spec(json!({}), json!({})),
+        )
+        .await;
+        wait_hash_change(&client, &ns, deploy, "witness", None).await;
+        assert_eq!(wave.writes(), 1);
+        assert_eq!(hash_of(&client, &ns, kind, "untouched").await, None);
+    }
+    let wave = Wave::start(
+        &[&ns],
+        &["--update-rate=inf", "--cronjobs", "--min-rollout-interval=0"],
+    )
+    .await;
+    let first = wait_hash_change(&client, &ns, kind, "nightly", None).await;
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"v": "2"}})).await;
+    let second = wait_hash_change(&client, &ns, kind, "nightly", Some(&first)).await;
+    assert_eq!(
+        second,
+        desired_hash(&testenv::cluster().kubeconfig(), &ns, kind, "nightly")
+    );
+
+    // The next Job is made from the CronJob's template: it carries the new hash.
+    let out = testenv::cluster()
+        .kubectl()
+        .args(["create", "job", "next", "--from=cronjob/nightly", "-n", &ns])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let jobs = kube::Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), &ns);
+    let job = jobs.get("next").await.unwrap();
+    let annotations = job
+        .spec
+        .unwrap()
+        .template
+        .metadata
+        .unwrap()
+        .annotations
+        .unwrap_or_default();
+    assert_eq!(annotations.get("wave.pusher.com/config-hash"), Some(&second));
+    drop(wave);
+}

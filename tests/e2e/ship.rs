@@ -154,7 +154,8 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
             "rbac.namespaced=true",
             &namespaces,
         ],
-        vec!["rbac.legacyWaveCleanup=false"],
+        vec!["rbac.legacyWaveCleanup=false", "cronJobs.enabled=true"],
+        vec!["cronJobs.enabled=true", "rbac.namespaced=true", &namespaces],
     ];
     for (i, sets) in value_sets.iter().enumerate() {
         let rendered = helm_template(&format!("dry{i}"), &ns, sets);
@@ -195,6 +196,11 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
     );
     let patch_config = "resources: [configmaps, secrets]\n    verbs: [patch]";
     assert!(helm_template("legacy", &ns, &[]).contains(patch_config));
+    let r = helm_template("cron", &ns, &["cronJobs.enabled=true"]);
+    assert!(
+        r.contains("- --cronjobs") && r.contains("resources: [cronjobs]"),
+        "{r}"
+    );
     let r = helm_template("legacy", &ns, &["rbac.legacyWaveCleanup=false"]);
     assert!(!r.contains(patch_config), "config stays read-only:\n{r}");
 }

@@ -41,6 +41,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [apps]
   resources: [deployments, statefulsets, daemonsets]
   verbs: [get, list, watch, patch]
+{{- if .Values.cronJobs.enabled }}
+- apiGroups: [batch]
+  resources: [cronjobs]
+  verbs: [get, list, watch, patch]
+{{- end }}
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create]

@@ -32,6 +32,9 @@ pub struct KindInfo {
     /// DaemonSet with `OnDelete` never replaces it, so wave deletes the pods its gate held
     /// (`docs/webhook.md`, "What it does").
     pub replaces_held_pods: bool,
+    /// Whether changing the template starts a rollout that the kind's status follows. A CronJob's has
+    /// none: its next Job simply runs with the new template.
+    pub rolls_out: bool,
     /// Position in listings (lower first).
     pub rank: u8,
 }
@@ -45,6 +48,7 @@ static DEPLOYMENT: KindInfo = KindInfo {
     short_names: &["deploy"],
     template: "/spec/template",
     replaces_held_pods: true,
+    rolls_out: true,
     rank: 0,
 };
 
@@ -57,6 +61,7 @@ static STATEFUL_SET: KindInfo = KindInfo {
     short_names: &["sts"],
     template: "/spec/template",
     replaces_held_pods: false,
+    rolls_out: true,
     rank: 1,
 };
 
@@ -69,7 +74,22 @@ static DAEMON_SET: KindInfo = KindInfo {
     short_names: &["ds"],
     template: "/spec/template",
     replaces_held_pods: false,
+    rolls_out: true,
     rank: 2,
+};
+
+static CRON_JOB: KindInfo = KindInfo {
+    group: "batch",
+    version: "v1",
+    api_version: "batch/v1",
+    kind: "CronJob",
+    plural: "cronjobs",
+    short_names: &["cj"],
+    template: "/spec/jobTemplate/spec/template",
+    // The webhook does not gate CronJobs; a Job's pods are replaced by the Job controller anyway.
+    replaces_held_pods: true,
+    rolls_out: false,
+    rank: 3,
 };
 
 /// One workload kind: a cheap, copyable handle on its [`KindInfo`]. Two handles are equal when they name
@@ -84,8 +104,18 @@ impl WorkloadKind {
     pub const STATEFUL_SET: WorkloadKind = WorkloadKind(&STATEFUL_SET);
     /// `apps/v1` DaemonSet.
     pub const DAEMON_SET: WorkloadKind = WorkloadKind(&DAEMON_SET);
-    /// The kinds wave manages, in listing order.
+    /// `batch/v1` CronJob: the hash goes on the template of the Jobs it creates. Watched only with
+    /// `--cronjobs`.
+    pub const CRON_JOB: WorkloadKind = WorkloadKind(&CRON_JOB);
+    /// The kinds `wave run` manages by default, in listing order.
     pub const BUILT_IN: [WorkloadKind; 3] = [Self::DEPLOYMENT, Self::STATEFUL_SET, Self::DAEMON_SET];
+    /// Every kind wave knows: the CLI reads and hashes them all.
+    pub const ALL: [WorkloadKind; 4] = [
+        Self::DEPLOYMENT,
+        Self::STATEFUL_SET,
+        Self::DAEMON_SET,
+        Self::CRON_JOB,
+    ];
 
     /// The facts about this kind.
     pub fn info(self) -> &'static KindInfo {
@@ -97,19 +127,19 @@ impl WorkloadKind {
         self.0.kind
     }
 
-    /// Finds a built-in kind by a kubectl-style name: the kind, its plural or a short name, any case
-    /// (`deployment`, `Deployments`, `deploy`, `sts`, `ds`).
+    /// Finds a kind by a kubectl-style name: the kind, its plural or a short name, any case
+    /// (`deployment`, `Deployments`, `deploy`, `sts`, `ds`, `cj`).
     pub fn parse(s: &str) -> Option<Self> {
         let s = s.to_ascii_lowercase();
-        Self::BUILT_IN.into_iter().find(|k| {
+        Self::ALL.into_iter().find(|k| {
             let info = k.info();
             s == info.kind.to_ascii_lowercase() || s == info.plural || info.short_names.contains(&s.as_str())
         })
     }
 
-    /// Finds a built-in kind by the `apiVersion` and `kind` of an object.
+    /// Finds a kind by the `apiVersion` and `kind` of an object.
     pub fn from_type(api_version: &str, kind: &str) -> Option<Self> {
-        Self::BUILT_IN
+        Self::ALL
             .into_iter()
             .find(|k| k.info().api_version == api_version && k.info().kind == kind)
     }
@@ -171,6 +201,8 @@ mod tests {
             ("statefulset", WorkloadKind::STATEFUL_SET),
             ("ds", WorkloadKind::DAEMON_SET),
             ("daemonsets", WorkloadKind::DAEMON_SET),
+            ("cj", WorkloadKind::CRON_JOB),
+            ("CronJob", WorkloadKind::CRON_JOB),
         ] {
             assert_eq!(WorkloadKind::parse(s), Some(k), "{s}");
         }

@@ -106,6 +106,9 @@ pub fn state(
     deadline: Duration,
     now: Timestamp,
 ) -> State {
+    if !kind.info().rolls_out {
+        return State::Complete;
+    }
     let progressing = if p.observed_generation.is_none_or(|g| g < generation) {
         true
     } else if kind == WorkloadKind::DEPLOYMENT {
@@ -187,6 +190,16 @@ mod tests {
         let mut unavailable = done;
         unavailable["availableReplicas"] = json!(1);
         assert_eq!(deployment(unavailable), State::Progressing);
+    }
+
+    #[test]
+    fn a_cron_job_has_no_rollout_to_wait_for() {
+        let cj = WorkloadKind::CRON_JOB;
+        let p = Progress::read(cj, &json!({"status": {}}));
+        assert_eq!(
+            state(cj, 7, &p, None, Duration::from_secs(1), at(NOW)),
+            State::Complete
+        );
     }
 
     #[test]

@@ -34,7 +34,7 @@ use wave_core::hash::Hashing;
 use wave_core::pace::Pacer;
 use wave_core::ratelimit::TokenBucket;
 use wave_core::tracker::{Change, Tracker};
-use wave_core::workload::{WorkloadKind, WorkloadRef};
+use wave_core::workload::WorkloadRef;
 
 use self::bookkeeping::{KnownHashes, MissingReports};
 use self::content::ContentCache;
@@ -53,7 +53,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     let client = Client::try_default()
         .await
         .map_err(|e| RunError::KubeConfig(Box::new(e)))?;
-    let tracker = Tracker::new(&WorkloadKind::BUILT_IN, config.namespaces.as_ref());
+    let tracker = Tracker::new(&config.kinds, config.namespaces.as_ref());
     let scopes = tracker.scopes().to_vec();
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
