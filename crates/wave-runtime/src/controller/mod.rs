@@ -317,7 +317,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_panicking_reconcile_becomes_an_error_and_the_worker_goes_on() {
-        let id = WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", "w");
+        let id = WorkloadRef::new(wave_core::workload::WorkloadKind::DEPLOYMENT, "ns", "w");
         let result = caught(&id, async { panic!("boom") }).await;
         let Err(e) = result else {
             panic!("expected an error, got {result:?}")
