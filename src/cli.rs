@@ -165,6 +165,16 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_NAMESPACES", default_value = "")]
     pub namespaces: String,
 
+    /// Comma-separated namespaces to leave alone: nothing in them is watched, hashed or written, and
+    /// references into them are treated as absent and optional. Reloader's flag of the same name.
+    #[arg(
+        long,
+        env = "WAVE_NAMESPACES_TO_IGNORE",
+        value_delimiter = ',',
+        value_name = "NAMESPACES"
+    )]
+    pub namespaces_to_ignore: Vec<String>,
+
     /// Period of the full re-check of every opted-in workload (Go duration: 10h, 1h30m, 300ms).
     #[arg(long, env = "WAVE_SYNC_PERIOD", default_value = "10h", value_parser = parse_go_duration)]
     pub sync_period: Duration,
@@ -331,6 +341,12 @@ impl RunArgs {
     pub fn into_config(self) -> Config {
         Config {
             namespaces: self.namespace_set(),
+            namespaces_to_ignore: self
+                .namespaces_to_ignore
+                .iter()
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+                .collect(),
             sync_period: self.sync_period,
             leader_election: self.leader_election.then(|| LeaderElection {
                 lease_name: self.leader_election_id.clone(),

@@ -393,3 +393,25 @@ async fn an_ignored_config_object_wakes_nothing_and_leaves_the_hash_and_only_ann
     let entered = wait_hash_change(&client, &ns, kind, "noisy", Some(&noisy)).await;
     assert_ne!(entered, hash_of(&client, &ns, kind, "quiet").await.unwrap());
 }
+
+#[tokio::test]
+async fn nothing_in_a_namespace_to_ignore_is_tracked_or_written() {
+    let (client, watched) = setup("ns-watched").await;
+    let (_, ignored) = setup("ns-ignored").await;
+    let kind = WorkloadKind::DEPLOYMENT;
+    for ns in [&watched, &ignored] {
+        create_configmap(&client, ns, "cfg", json!({"a": "1"})).await;
+        let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
+        create_workload(&client, ns, kind, "app", opted_in(&[]), spec).await;
+    }
+    // Both exist before wave lists, so at readiness the tracker has seen both namespaces' lists.
+    let wave = Wave::start(
+        &[&watched, &ignored],
+        &["--update-rate=inf", &format!("--namespaces-to-ignore={ignored}")],
+    )
+    .await;
+    wait_hash_change(&client, &watched, kind, "app", None).await;
+    assert_eq!(wave.metric("wave_tracked_workloads", &[]), 1.0);
+    assert_eq!(hash_of(&client, &ignored, kind, "app").await, None);
+    assert_eq!(wave.writes(), 1);
+}

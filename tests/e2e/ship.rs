@@ -196,6 +196,8 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
     );
     let patch_config = "resources: [configmaps, secrets]\n    verbs: [patch]";
     assert!(helm_template("legacy", &ns, &[]).contains(patch_config));
+    let r = helm_template("skip", &ns, &["namespacesToIgnore={a,b}"]);
+    assert!(r.contains("- --namespaces-to-ignore=a,b"), "{r}");
     let r = helm_template("cron", &ns, &["cronJobs.enabled=true"]);
     assert!(
         r.contains("- --cronjobs") && r.contains("resources: [cronjobs]"),
@@ -504,7 +506,18 @@ async fn a_denied_patch_is_an_event_a_metric_and_a_log_line_and_wave_stays_ready
     let (client, ns) = setup("rbac-nopatch").await;
     // Remove `patch` on workloads from the Role, as a policy engine refusing one object would.
     let kubeconfig = namespaced_identity(&client, &ns, "rbac-nopatch", |role| {
-        role["rules"][1]["verbs"] = serde_norway::from_str("[get, list, watch]").unwrap();
+        let rules = role["rules"].as_sequence_mut().unwrap();
+        let apps = rules
+            .iter_mut()
+            .find(|r| {
+                r["resources"]
+                    .as_sequence()
+                    .unwrap()
+                    .iter()
+                    .any(|x| x.as_str() == Some("deployments"))
+            })
+            .expect("the chart's rule for workloads");
+        apps["verbs"] = serde_norway::from_str("[get, list, watch]").unwrap();
     })
     .await;
     let wave = Wave::start_as(&kubeconfig, &[&ns], &["--update-rate=inf"]).await;

@@ -84,6 +84,14 @@ pub enum Event<T> {
 }
 
 impl<T> Event<T> {
+    /// The object the event carries, if any.
+    pub fn object(&self) -> Option<&T> {
+        match self {
+            Event::InitApply(o) | Event::Apply(o) | Event::Delete(o) => Some(o),
+            Event::Init | Event::InitDone => None,
+        }
+    }
+
     /// The same event carrying `f(object)`.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Event<U> {
         match self {
@@ -166,6 +174,8 @@ pub struct Tracker {
     owners: HashMap<ConfigKey, Vec<String>>,
     /// Config objects marked `wave.pusher.com/ignore`.
     ignored: HashSet<ConfigKey>,
+    /// `--namespaces-to-ignore`: nothing in them is tracked.
+    ignored_namespaces: BTreeSet<String>,
     index: RefIndex,
     relisted_workloads: HashMap<Scope, HashSet<WorkloadRef>>,
     relisted_configs: HashMap<Scope, HashSet<ConfigKey>>,
@@ -200,6 +210,7 @@ impl Tracker {
             owned: HashMap::new(),
             owners: HashMap::new(),
             ignored: HashSet::new(),
+            ignored_namespaces: BTreeSet::new(),
             index: RefIndex::default(),
             relisted_workloads: HashMap::new(),
             relisted_configs: HashMap::new(),
@@ -223,11 +234,19 @@ impl Tracker {
         self.scopes.iter().filter(|s| !self.synced.contains(s)).collect()
     }
 
+    /// The same tracker, leaving out everything in `namespaces` (`--namespaces-to-ignore`).
+    pub fn ignoring(mut self, namespaces: BTreeSet<String>) -> Self {
+        self.ignored_namespaces = namespaces;
+        self
+    }
+
     /// Whether `namespace` is watched; a reference outside the watched namespaces cannot be tracked.
     pub fn watches_namespace(&self, namespace: &str) -> bool {
-        self.scopes
-            .iter()
-            .any(|s| s.namespace.as_deref().is_none_or(|ns| ns == namespace))
+        !self.ignored_namespaces.contains(namespace)
+            && self
+                .scopes
+                .iter()
+                .any(|s| s.namespace.as_deref().is_none_or(|ns| ns == namespace))
     }
 
     /// Every workload seen.
@@ -279,6 +298,13 @@ impl Tracker {
     /// Applies one watch event.
     pub fn apply(&mut self, change: Change) -> Effects {
         let mut fx = Effects::default();
+        let namespace = match &change {
+            Change::Workload(_, e) => e.object().map(|w| w.id.namespace.as_str()),
+            Change::Config(_, e) => e.object().map(|c| c.key.namespace.as_str()),
+        };
+        if namespace.is_some_and(|ns| self.ignored_namespaces.contains(ns)) {
+            return fx;
+        }
         match change {
             Change::Workload(scope, event) => self.apply_workload(scope, event, &mut fx),
             Change::Config(scope, event) => self.apply_config(scope, event, &mut fx),
@@ -545,6 +571,17 @@ mod tests {
         let (t, fx) = synced(vec![uses_cm("a", "x"), uses_cm("b", "y")], vec![]);
         assert!(t.is_ready() && fx.became_ready);
         assert_eq!(names_of(&fx), ["a", "b"]);
+    }
+
+    #[test]
+    fn nothing_in_an_ignored_namespace_is_tracked_or_counts_as_watched() {
+        let mut t =
+            Tracker::new(&WorkloadKind::BUILT_IN, None).ignoring(BTreeSet::from(["quiet".to_string()]));
+        let mut w = uses_cm("a", "x");
+        w.id.namespace = "quiet".into();
+        t.apply(Change::Workload(scope(DEPLOYMENTS), Event::Apply(w.clone())));
+        assert!(t.workload(&w.id).is_none());
+        assert!(!t.watches_namespace("quiet") && t.watches_namespace("ns"));
     }
 
     #[test]

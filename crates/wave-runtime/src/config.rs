@@ -47,6 +47,8 @@ pub struct Config {
     pub min_rollout_interval: Duration,
     /// When a config object counts as flapping.
     pub flap: wave_core::flap::FlapPolicy,
+    /// Namespaces left alone (`--namespaces-to-ignore`).
+    pub namespaces_to_ignore: BTreeSet<String>,
     /// The workload kinds to manage.
     pub kinds: Vec<wave_core::workload::WorkloadKind>,
     /// At most this many wave-triggered rollouts in progress at once (zero: no pacing).

@@ -53,7 +53,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     let client = Client::try_default()
         .await
         .map_err(|e| RunError::KubeConfig(Box::new(e)))?;
-    let tracker = Tracker::new(&config.kinds, config.namespaces.as_ref());
+    let tracker =
+        Tracker::new(&config.kinds, config.namespaces.as_ref()).ignoring(config.namespaces_to_ignore.clone());
     let scopes = tracker.scopes().to_vec();
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
