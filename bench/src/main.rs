@@ -6,7 +6,7 @@
 //! for each controller: testenv up --audit ─► populate ─► start ─► S4 startup, S1 latency, S3 fan-out,
 //!                      S6 storm, S7 flapping, S8 bad config (restarted with pacing) ─► unreferenced Secrets (size A) ─► restart: S5 ─► idle: S2, S4 idle
 //!                      ─► unreferenced Secrets (size B) ─► restart ─► idle: S2 ─► stop, testenv down
-//! then S9, wave alone: the chaos soak (bench/src/chaos.rs)
+//! then S9, wave alone: the chaos soak (bench/src/chaos.rs); M2 (switching from Wave) with --migration-only
 //! then: bench/results/<date>-<commit>.json (+ latest.json), a PNG chart, and the table printed
 //! ```
 //!
@@ -18,6 +18,7 @@
 mod audit;
 mod chaos;
 mod controller;
+mod migration;
 mod report;
 mod scenarios;
 
@@ -68,6 +69,10 @@ pub struct Args {
     /// S8: wave's --max-concurrent-rollouts (the peers cannot pace).
     #[arg(long, default_value_t = 5)]
     pub bad_pacing: usize,
+    /// Run only M2, switching from Wave and back (needs WAVE_GO_BIN); the figures are printed and
+    /// written to `<out>/m2.json`.
+    #[arg(long)]
+    pub migration_only: bool,
     /// Run only S6, S7 and S8 (with `--out` elsewhere, so the published results stay whole).
     #[arg(long)]
     pub safety_only: bool,
@@ -137,6 +142,31 @@ impl Args {
 async fn main() {
     let args = Args::parse().sized();
     let (mut profiles, skipped) = controller::profiles(&args);
+    if args.migration_only {
+        let (Some(wave), Some(wave_go)) = (
+            profiles.iter().find(|p| p.name == "wave"),
+            profiles.iter().find(|p| p.name == "wave-go"),
+        ) else {
+            eprintln!("M2 needs Wave: set WAVE_GO_BIN");
+            std::process::exit(1);
+        };
+        eprintln!("== M2 switching from Wave and back");
+        match migration::run(wave, wave_go).await {
+            Ok(m) => {
+                let text = serde_json::to_string_pretty(&m).unwrap_or_default();
+                let _ = std::fs::create_dir_all(&args.out);
+                if let Err(e) = std::fs::write(args.out.join("m2.json"), format!("{text}\n")) {
+                    eprintln!("writing m2.json: {e}");
+                }
+                println!("{text}");
+                std::process::exit(0);
+            }
+            Err(e) => {
+                eprintln!("M2: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
     if args.chaos_only {
         profiles.clear();
     }
