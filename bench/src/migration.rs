@@ -180,15 +180,7 @@ async fn wait_all_hashed(client: &Client) -> Result<(), Error> {
             .list(&ListParams::default())
             .await
             .map_err(|e| e.to_string())?;
-        let hashed = list
-            .items
-            .iter()
-            .filter(|d| {
-                let t = d.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
-                t.and_then(|m| m.annotations.as_ref())
-                    .is_some_and(|a| a.contains_key("wave.pusher.com/config-hash"))
-            })
-            .count();
+        let hashed = crate::scenarios::hashed(&list.items);
         if hashed == WORKLOADS {
             return Ok(());
         }

@@ -575,16 +575,7 @@ async fn wait_all_hashed(client: &Client, args: &Args) -> Result<(), Error> {
             .list(&ListParams::default())
             .await
             .map_err(|e| e.to_string())?;
-        let hashed = list
-            .items
-            .iter()
-            .filter(|d| {
-                let t = d.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
-                t.and_then(|m| m.annotations.as_ref())
-                    .is_some_and(|a| a.contains_key(CONFIG_HASH))
-            })
-            .count();
-        if hashed >= expected {
+        if hashed(&list.items) >= expected {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -592,8 +583,18 @@ async fn wait_all_hashed(client: &Client, args: &Args) -> Result<(), Error> {
     Err("not every workload was hashed within 15 minutes".into())
 }
 
-/// Waits until the Deployment controller has seen the last template of every Deployment in `ns`, so
-/// that every ReplicaSet it will create exists.
+/// How many of `deployments` carry a config hash.
+pub fn hashed(deployments: &[Deployment]) -> usize {
+    deployments
+        .iter()
+        .filter(|d| {
+            let t = d.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
+            t.and_then(|m| m.annotations.as_ref())
+                .is_some_and(|a| a.contains_key(CONFIG_HASH))
+        })
+        .count()
+}
+
 /// Changes Secret `(namespace, name)` `count` times, `every` apart; then, once no template has changed
 /// for 5 s and the Deployment controller has caught up: ReplicaSets created per Deployment, and the
 /// controller's workload writes.
@@ -730,6 +731,8 @@ async fn bad_config(
     })
 }
 
+/// Waits until the Deployment controller has seen the last template of every Deployment in `ns`, so
+/// that every ReplicaSet it will create exists.
 async fn wait_observed(client: &Client, ns: &str) -> Result<(), Error> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let deadline = Instant::now() + Duration::from_secs(300);

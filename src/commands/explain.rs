@@ -38,11 +38,7 @@ struct Explanation {
 
 /// Runs `wave explain`.
 pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
-    let client = super::client().await?;
-    let ns = args
-        .namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_string());
+    let (client, ns) = super::client_in(args.namespace.as_deref()).await?;
     let id = workload_target(&args.target, &ns)?;
     let workload = api::get_workload(&client, &id)
         .await

@@ -25,11 +25,7 @@ struct Row {
 
 /// Runs `wave impact`.
 pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
-    let client = super::client().await?;
-    let ns = args
-        .namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_string());
+    let (client, ns) = super::client_in(args.namespace.as_deref()).await?;
     let key = config_target(&args.target, &ns)?;
     let changed: Option<BTreeSet<String>> = args.keys.as_ref().map(|k| k.iter().cloned().collect());
     let meta = api::config_metadata(&client, &key)

@@ -62,6 +62,13 @@ pub async fn client() -> Result<kube::Client, CommandError> {
         })
 }
 
+/// A client, and `namespace` or else the kubeconfig's default namespace.
+pub async fn client_in(namespace: Option<&str>) -> Result<(kube::Client, String), CommandError> {
+    let client = client().await?;
+    let ns = namespace.map_or_else(|| client.default_namespace().to_string(), str::to_string);
+    Ok((client, ns))
+}
+
 /// The config object `configmap/NAME` or `secret/NAME` names in `namespace`.
 pub fn config_target(target: &str, namespace: &str) -> Result<ConfigKey, CommandError> {
     let (kind, name) = split_target(target)?;

@@ -17,11 +17,7 @@ use crate::cli::ResumeArgs;
 
 /// Runs `wave resume`.
 pub async fn run(args: &ResumeArgs) -> Result<ExitCode, CommandError> {
-    let client = super::client().await?;
-    let ns = args
-        .namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_string());
+    let (client, ns) = super::client_in(args.namespace.as_deref()).await?;
     let key = config_target(&args.target, &ns)?;
     let workloads = all_workloads(&client).await?;
     let halts = halts_of(&workloads, &key);

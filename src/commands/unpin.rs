@@ -11,11 +11,7 @@ use crate::cli::UnpinArgs;
 
 /// Runs `wave unpin`.
 pub async fn run(args: &UnpinArgs) -> Result<ExitCode, CommandError> {
-    let client = super::client().await?;
-    let ns = args
-        .namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_string());
+    let (client, ns) = super::client_in(args.namespace.as_deref()).await?;
     let id = workload_target(&args.target, &ns)?;
     let cluster = |what: String| {
         move |e: kube::Error| CommandError::Cluster {
