@@ -123,18 +123,41 @@ impl Report {
                "sizes": self.sizes, "scenarios": scenarios})
     }
 
-    /// Writes the JSON (dated and `latest.json`) and the chart; returns the dated path.
+    /// Writes the dated JSON; and, for a full run with both peers, `latest.json` and the chart (a run
+    /// of wave alone, or of some scenarios, never replaces the published figures). Returns the dated path.
     pub fn write(&self, args: &Args) -> std::io::Result<PathBuf> {
         std::fs::create_dir_all(&args.out)?;
         let text = serde_json::to_string_pretty(&self.json())? + "\n";
         let dated = args.out.join(format!("{}-{}.json", self.date, self.commit));
         std::fs::write(&dated, &text)?;
+        if self.results.len() < 3 || self.safety_only {
+            eprintln!("latest.json and latest.png kept: not a full run with both peers");
+            return Ok(dated);
+        }
         std::fs::write(args.out.join("latest.json"), &text)?;
         match self.chart(&args.out.join("latest.png")) {
             Ok(()) => {}
             Err(e) => eprintln!("no chart: {e}"),
         }
         Ok(dated)
+    }
+
+    /// The figures whose wait gave up, as `controller: scenario`.
+    fn timed_out(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (name, r) in &self.results {
+            for (scenario, timed_out) in [
+                ("S3", r.s3.timed_out),
+                ("S6", r.s6.timed_out),
+                ("S7", r.s7.timed_out),
+                ("S8", r.s8.timed_out),
+            ] {
+                if timed_out {
+                    out.push(format!("{name}: {scenario}"));
+                }
+            }
+        }
+        out
     }
 
     fn rows(&self) -> Vec<Row> {
@@ -236,6 +259,10 @@ impl Report {
                 );
             }
             out += "\n";
+        }
+        let timed_out = self.timed_out();
+        if !timed_out.is_empty() {
+            out += &format!("\n**Timed out** (partial figures): {}\n", timed_out.join(", "));
         }
         if let Some(c) = &self.chaos {
             out += &format!(

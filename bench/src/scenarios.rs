@@ -75,6 +75,8 @@ pub struct FanOut {
     pub changed: usize,
     pub all_changed_ms: f64,
     pub workload_writes: u64,
+    /// The 120 s wait ended before every Deployment changed: `changed` and `all_changed_ms` are partial.
+    pub timed_out: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -114,6 +116,8 @@ pub struct Storm {
     pub replicasets_per_deployment_mean: f64,
     pub replicasets_per_deployment_max: u64,
     pub workload_writes: u64,
+    /// Templates were still changing when the 10-minute wait ended: the counts are partial.
+    pub timed_out: bool,
 }
 
 /// Runs every scenario for `profile` on a control plane of its own.
@@ -313,6 +317,7 @@ async fn spread_and_fan_out(
             .max()
             .map_or(0.0, |at| at.saturating_duration_since(t0).as_secs_f64() * 1000.0),
         workload_writes: 0,
+        timed_out: seen.len() < args.fanout,
     };
     tokio::time::sleep(Duration::from_secs(2)).await;
     r.s3.workload_writes = audit::workload_writes(&cost(from, Timestamp::now()));
@@ -617,8 +622,8 @@ async fn churn(
         patch::<Secret>(client, namespace, name, body).await?;
         tokio::time::sleep(every).await;
     }
-    changes
-        .quiet(Duration::from_secs(5), Duration::from_secs(120))
+    let quiet = changes
+        .quiet(Duration::from_secs(5), Duration::from_secs(600))
         .await;
     wait_observed(client, namespace).await?;
     let after = replicasets_per_owner(client, namespace).await?;
@@ -632,6 +637,7 @@ async fn churn(
         replicasets_per_deployment_mean: created.iter().sum::<u64>() as f64 / created.len().max(1) as f64,
         replicasets_per_deployment_max: created.iter().copied().max().unwrap_or(0),
         workload_writes: audit::workload_writes(&cost(from, Timestamp::now())),
+        timed_out: !quiet,
     })
 }
 
