@@ -412,6 +412,7 @@ async fn nothing_in_a_namespace_to_ignore_is_tracked_or_written() {
     .await;
     wait_hash_change(&client, &watched, kind, "app", None).await;
     assert_eq!(wave.metric("wave_tracked_workloads", &[]), 1.0);
+    wave.expect_writes(1, "only the watched namespace's workload is written")
+        .await;
     assert_eq!(hash_of(&client, &ignored, kind, "app").await, None);
-    assert_eq!(wave.writes(), 1);
 }

@@ -175,11 +175,15 @@ async fn what_wave_v06_left_is_removed_and_deleting_a_workload_afterwards_keeps_
         d.metadata.finalizers.unwrap_or_default().is_empty().then_some(())
     })
     .await;
-    let events = events_for(&client, &ns, "old").await;
-    let (_, _, note) = events
-        .iter()
-        .find(|(_, r, _)| r == "LegacyWaveRemoved")
-        .unwrap_or_else(|| panic!("no LegacyWaveRemoved Event: {events:?}"));
+    // The Event follows the last patch: wait for it rather than read it on sight.
+    let note = wait_for("a LegacyWaveRemoved Event", TIMEOUT, || async {
+        let events = events_for(&client, &ns, "old").await;
+        events
+            .into_iter()
+            .find(|(_, r, _)| r == "LegacyWaveRemoved")
+            .map(|(_, _, note)| note)
+    })
+    .await;
     assert!(note.contains("finalizer") && note.contains("cfg"), "{note}");
 
     delete_and_wait_collected(&client, &ns, "old").await;

@@ -369,7 +369,7 @@ async fn with_cronjobs_on_a_cron_jobs_next_job_runs_with_the_new_config_and_with
         )
         .await;
         wait_hash_change(&client, &ns, deploy, "witness", None).await;
-        assert_eq!(wave.writes(), 1);
+        wave.expect_writes(1, "only the Deployment is written").await;
         assert_eq!(hash_of(&client, &ns, kind, "untouched").await, None);
     }
     let wave = Wave::start(
