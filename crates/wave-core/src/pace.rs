@@ -120,6 +120,17 @@ impl Marker {
         }
     }
 
+    /// The config versions this rollout delivers: the objects in `changed`, at their version.
+    pub fn delivers(&self) -> Vec<Version> {
+        self.changed
+            .iter()
+            .map(|object| Version {
+                object: object.clone(),
+                digest: self.config.get(object).cloned().unwrap_or_default(),
+            })
+            .collect()
+    }
+
     /// The annotation value.
     pub fn render(&self) -> String {
         serde_json::to_string(self).expect("a marker always serialises")
@@ -132,7 +143,7 @@ impl Marker {
 
 /// The config versions a rollout to `versions` would deliver: those that differ from `previous`
 /// (all of them when there is no previous marker).
-pub fn triggers(previous: Option<&Marker>, versions: &BTreeMap<String, String>) -> Vec<Version> {
+fn triggers(previous: Option<&Marker>, versions: &BTreeMap<String, String>) -> Vec<Version> {
     versions
         .iter()
         .filter(|(object, digest)| previous.is_none_or(|p| p.config.get(*object) != Some(*digest)))
@@ -235,11 +246,7 @@ pub fn census<'a>(
             State::Failed(why) => {
                 let released = w.annotations.get(names::HALT_RELEASED) == Some(&marker.hash);
                 if !released {
-                    for object in &marker.changed {
-                        let version = Version {
-                            object: object.clone(),
-                            digest: marker.config.get(object).cloned().unwrap_or_default(),
-                        };
+                    for version in marker.delivers() {
                         c.halts.entry(version.clone()).or_insert_with(|| Halt {
                             version,
                             failed: w.id.clone(),
@@ -511,6 +518,7 @@ mod tests {
         let m2 = Marker::next("h2", second.clone(), Some(&m1), now());
         assert_eq!(m2.changed, BTreeSet::from(["Secret/ns/b".to_string()]));
         assert_eq!(triggers(Some(&m2), &second), vec![]);
+        assert_eq!(m2.delivers(), vec![v("Secret/ns/b", "2")]);
         let mut w = deployment("ns", "w", &[], json!({"containers": []}));
         w.annotations.insert(names::ROLLOUT.into(), m2.render());
         assert_eq!(Marker::read(&w), Some(m2));

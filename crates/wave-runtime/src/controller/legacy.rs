@@ -18,12 +18,32 @@ use crate::api::{self, describe, is_not_found};
 use crate::error::ReconcileError;
 use crate::events::EventType;
 
-/// Removes what Wave ≤ v0.6 left on `workload`; returns whether it changed anything. The caller has
-/// confirmed that this replica may write.
-pub async fn clean(ctx: &Context, workload: &Workload) -> Result<bool, ReconcileError> {
+/// What [`clean`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Cleanup {
+    /// Nothing was left.
+    Nothing,
+    /// Something was left, but this replica may not write now.
+    NotWriting,
+    /// Something was removed: the workload's resourceVersion moved on.
+    Done,
+}
+
+/// Removes what Wave ≤ v0.6 left on `workload`, once this replica has confirmed it may write.
+pub async fn clean(ctx: &Context, workload: &Workload) -> Result<Cleanup, ReconcileError> {
     let owned = ctx.tracker().owned_by(&workload.uid);
     if owned.is_empty() && !workload.legacy_finalizer {
-        return Ok(false);
+        return Ok(Cleanup::Nothing);
+    }
+    let may_write = ctx
+        .may_write()
+        .await
+        .map_err(|source| ReconcileError::ConfirmLease {
+            workload: workload.id.clone(),
+            source: Box::new(source),
+        })?;
+    if !may_write {
+        return Ok(Cleanup::NotWriting);
     }
     let result = remove(ctx, workload, &owned).await;
     match &result {
@@ -64,7 +84,13 @@ pub async fn clean(ctx: &Context, workload: &Workload) -> Result<bool, Reconcile
                 .await;
         }
     }
-    result.map(|removed| !removed.is_empty())
+    result.map(|removed| {
+        if removed.is_empty() {
+            Cleanup::Nothing
+        } else {
+            Cleanup::Done
+        }
+    })
 }
 
 /// The removals, owner references first; what was removed, in words.

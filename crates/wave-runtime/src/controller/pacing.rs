@@ -26,34 +26,33 @@ use super::reconcile::Outcome;
 use crate::events::EventType;
 
 /// Adds the rollout marker to a write that sets a hash, while pacing is on: every rollout, paced or
-/// not (a workload's first hash), can then be found again after a restart.
-pub fn mark(ctx: &Context, workload: &Workload, refs: &References, fetched: &Fetched, write: &mut Write) {
-    let Some(hash) = &write.hash else { return };
-    if !ctx.pacer().is_on() {
-        return;
-    }
-    let versions = pace::versions(refs, fetched, &ctx.hashing);
-    let previous = Marker::read(workload);
-    write.rollout = Some(Marker::next(hash, versions, previous.as_ref(), Timestamp::now()).render());
-}
-
-/// Decides a config-triggered rollout under pacing: `None` to write now, else why it waits.
-pub async fn admit(
+/// not (a workload's first hash), can then be found again after a restart. Returns the marker.
+pub fn mark(
     ctx: &Context,
     workload: &Workload,
     refs: &References,
     fetched: &Fetched,
-    hash: &str,
-) -> Option<Outcome> {
+    write: &mut Write,
+) -> Option<Marker> {
+    let hash = write.hash.as_deref()?;
     if !ctx.pacer().is_on() {
         return None;
     }
+    let versions = pace::versions(refs, fetched, &ctx.hashing);
+    let previous = Marker::read(workload);
+    let marker = Marker::next(hash, versions, previous.as_ref(), Timestamp::now());
+    write.rollout = Some(marker.render());
+    Some(marker)
+}
+
+/// Decides a config-triggered rollout under pacing, with the marker [`mark`] made for its write:
+/// `None` to write now, else why it waits.
+pub async fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Option<Outcome> {
     let (priority, ignored) = pace::priority(workload);
     if let Some(why) = ignored {
         tracing::warn!(workload = %workload.id, "{why}");
     }
-    let versions = pace::versions(refs, fetched, &ctx.hashing);
-    let triggers = pace::triggers(Marker::read(workload).as_ref(), &versions);
+    let (hash, triggers) = (marker.hash.as_str(), marker.delivers());
     let (admission, census, changes, wake) = {
         let tracker = ctx.tracker();
         let mut pacer = ctx.pacer();
@@ -118,12 +117,13 @@ pub async fn admit(
 /// Something a paced rollout may wait for changed (a workload's status, hash or annotations, or a
 /// workload went away): wake whoever may now roll. Returns the halts to [`announce`].
 pub fn progressed(ctx: &Context) -> HaltChanges {
+    // Asked on every status change of every workload: without pacing, take no tracker lock at all.
+    if !ctx.pacer().is_on() {
+        return HaltChanges::default();
+    }
     let (wake, changes) = {
         let tracker = ctx.tracker();
         let mut pacer = ctx.pacer();
-        if !pacer.is_on() {
-            return HaltChanges::default();
-        }
         let (census, changes, mut wake) = look(ctx, &tracker, &mut pacer);
         update_metrics(ctx, &census, &pacer);
         wake.extend(pacer.due(&census));

@@ -126,17 +126,16 @@ async fn plan_and_write(
         ctx.missing.forget(id);
         return Ok(Outcome::Gone);
     };
-    if (workload.legacy_finalizer || !ctx.tracker().owned_by(&workload.uid).is_empty())
-        && !may_write(ctx, id).await?
-    {
-        return Ok(not_writing(ctx));
-    }
-    if legacy::clean(ctx, &workload).await? {
-        // Its resourceVersion moved on: plan from what is stored now.
-        let Some(fresh) = reread(ctx, id).await? else {
-            return Ok(Outcome::Gone);
-        };
-        workload = fresh;
+    match legacy::clean(ctx, &workload).await? {
+        legacy::Cleanup::Nothing => {}
+        legacy::Cleanup::NotWriting => return Ok(not_writing(ctx)),
+        legacy::Cleanup::Done => {
+            // Its resourceVersion moved on: plan from what is stored now.
+            let Some(fresh) = reread(ctx, id).await? else {
+                return Ok(Outcome::Gone);
+            };
+            workload = fresh;
+        }
     }
     for attempt in 1..=CONFLICT_ATTEMPTS {
         let mut refs = workload.references();
@@ -153,7 +152,7 @@ async fn plan_and_write(
             max_gate: ctx.max_gate,
             hashing: ctx.hashing.clone(),
         };
-        let write = match plan::plan(&workload, &refs, &fetched, &policy) {
+        let (write, marker) = match plan::plan(&workload, &refs, &fetched, &policy) {
             Plan::Noop => {
                 ctx.missing.forget(id);
                 if let Some(hash) = workload.current_hash() {
@@ -170,8 +169,8 @@ async fn plan_and_write(
                 return Ok(Outcome::Blocked { recheck_after });
             }
             Plan::Write(mut write) => {
-                pacing::mark(ctx, &workload, &refs, &fetched, &mut write);
-                write
+                let marker = pacing::mark(ctx, &workload, &refs, &fetched, &mut write);
+                (write, marker)
             }
             Plan::DeleteHeldPods if !may_write(ctx, id).await? => return Ok(not_writing(ctx)),
             Plan::DeleteHeldPods => return held_pods::delete(ctx, &workload).await,
@@ -186,9 +185,9 @@ async fn plan_and_write(
         if rollout && let Some(outcome) = hold_back(ctx, &workload, &refs).await {
             return Ok(outcome);
         }
-        let paced = rollout && write.rollout.is_some();
-        if let Some(hash) = write.hash.as_deref().filter(|_| paced)
-            && let Some(outcome) = pacing::admit(ctx, &workload, &refs, &fetched, hash).await
+        let paced = rollout && marker.is_some();
+        if let Some(marker) = marker.as_ref().filter(|_| paced)
+            && let Some(outcome) = pacing::admit(ctx, &workload, marker).await
         {
             return Ok(outcome);
         }
