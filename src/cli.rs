@@ -58,6 +58,17 @@ pub enum Command {
     /// wave then rolls it to the current config.
     #[command(after_help = "Example:\n  wave unpin deployment/web -n shop")]
     Unpin(UnpinArgs),
+    /// List a workload's revisions with their config hash and the config keys each one changed (needs
+    /// config history, docs/history.md). Secret values never appear: changed Secret keys are named.
+    #[command(after_help = "Example:\n  wave history deployment/web -n shop")]
+    History(HistoryArgs),
+    /// Show the config a revision changed: ConfigMap values line by line, Secret keys by name only.
+    #[command(after_help = "Example:\n  wave diff deployment/web -n shop --revision 3")]
+    Diff(DiffArgs),
+    /// One line per opted-in workload: its hash, whether it is pinned after an undo, whether it keeps
+    /// config history, and how its rollout is doing.
+    #[command(after_help = "Example:\n  wave status -n shop\n  wave status deployment/web -n shop")]
+    Status(StatusArgs),
 }
 
 const HASH_EXAMPLES: &str = "Examples:
@@ -152,6 +163,45 @@ pub struct UnpinArgs {
     /// Namespace of the workload; defaults to the kubeconfig's.
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+}
+
+/// Flags of `wave history`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct HistoryArgs {
+    /// `deployment/NAME`, `statefulset/NAME` or `daemonset/NAME`.
+    pub target: String,
+    /// Namespace of the workload; defaults to the kubeconfig's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: Output,
+}
+
+/// Flags of `wave diff`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct DiffArgs {
+    /// `deployment/NAME`, `statefulset/NAME` or `daemonset/NAME`.
+    pub target: String,
+    /// Namespace of the workload; defaults to the kubeconfig's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// The revision whose change to show, from the revision before it (`wave history` lists them).
+    #[arg(long)]
+    pub revision: i64,
+}
+
+/// Flags of `wave status`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct StatusArgs {
+    /// One workload (`deployment/NAME`, ...); all opted-in workloads of the namespace without it.
+    pub target: Option<String>,
+    /// Namespace; defaults to the kubeconfig's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: Output,
 }
 
 /// An address that `0` disables. (An alias, so that clap parses `0` to `None` instead of treating the
@@ -313,6 +363,13 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_ROLLOUT_DEADLINE", default_value = "10m", value_parser = parse_go_duration)]
     pub rollout_deadline: Duration,
 
+    /// Keep a snapshot of the config behind each hash, for every workload that does not say
+    /// `wave.pusher.com/config-history: "false"` (without it, only those that say `"true"`). Needs
+    /// `create, patch` on configmaps and secrets and `list` on replicasets and controllerrevisions
+    /// (`docs/history.md`).
+    #[arg(long, env = "WAVE_CONFIG_HISTORY")]
+    pub config_history: bool,
+
     /// Key the config hash: HMAC-SHA256 under the `hash-key` of this Secret (NAMESPACE/NAME), so no pod
     /// template carries a digest of a Secret that can be guessed offline. Changes every hash once.
     #[arg(long, env = "WAVE_HASH_KEY_SECRET", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
@@ -384,6 +441,7 @@ impl RunArgs {
             },
             max_concurrent_rollouts: self.max_concurrent_rollouts,
             rollout_deadline: self.rollout_deadline,
+            config_history: self.config_history,
         }
     }
 

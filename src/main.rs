@@ -36,6 +36,15 @@ fn main() -> ExitCode {
         Command::Unpin(args) => runtime
             .block_on(wave::commands::unpin::run(&args))
             .map_err(failure),
+        Command::History(args) => runtime
+            .block_on(wave::commands::history::run_history(&args))
+            .map_err(failure),
+        Command::Diff(args) => runtime
+            .block_on(wave::commands::history::run_diff(&args))
+            .map_err(failure),
+        Command::Status(args) => runtime
+            .block_on(wave::commands::status::run(&args))
+            .map_err(failure),
     };
     result.unwrap_or_else(|(message, code)| {
         eprintln!("wave: {message}");

@@ -240,20 +240,7 @@ fn print_table(e: &Explanation) {
     if rows.is_empty() {
         println!("No ConfigMap or Secret references.");
     } else {
-        let header = ["REFERENCE", "KEYS", "NEEDED", "STATUS", "FROM"].map(String::from);
-        let widths: Vec<usize> = (0..5)
-            .map(|i| {
-                rows.iter()
-                    .chain([&header])
-                    .map(|r| r[i].len())
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        for row in std::iter::once(&header).chain(&rows) {
-            let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
-            println!("{}", cells.join("  ").trim_end());
-        }
+        super::print_table(["REFERENCE", "KEYS", "NEEDED", "STATUS", "FROM"], &rows);
     }
     println!();
     println!(

@@ -1,13 +1,15 @@
-//! The client commands: `wave hash` (offline), `wave explain`, `wave impact`, `wave resume` and
-//! `wave unpin` (live cluster). They use the same discovery, hash, plan and pacing code as the controller.
+//! The client commands: `wave hash` (offline), `wave explain`, `wave impact`, `wave resume`,
+//! `wave unpin`, `wave history`, `wave diff` and `wave status` (live cluster). They use the same discovery, hash, plan and pacing code as the controller.
 //!
 //! Exit codes: 0 success; 1 `wave hash` found missing required config; 2 bad usage or unreadable input;
 //! 3 the cluster could not be asked, or the object does not exist.
 
 pub mod explain;
 pub mod hash;
+pub mod history;
 pub mod impact;
 pub mod resume;
+pub mod status;
 pub mod unpin;
 
 use std::process::ExitCode;
@@ -145,4 +147,44 @@ pub fn split_target(target: &str) -> Result<(&str, &str), CommandError> {
             "{target:?} is not KIND/NAME (e.g. deployment/web)"
         ))),
     }
+}
+
+/// Prints `rows` under `header` in left-aligned columns two spaces apart (kubectl's table style).
+pub fn print_table<const N: usize>(header: [&str; N], rows: &[[String; N]]) {
+    let header = header.map(String::from);
+    let widths: Vec<usize> = (0..N)
+        .map(|i| {
+            rows.iter()
+                .chain([&header])
+                .map(|r| r[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        println!("{}", cells.join("  ").trim_end());
+    }
+}
+
+/// Maps a cluster error to a [`CommandError`] saying what was being done.
+pub fn cluster(what: impl Into<String>) -> impl FnOnce(kube::Error) -> CommandError {
+    let what = what.into();
+    move |e| CommandError::Cluster {
+        what,
+        source: Box::new(e),
+    }
+}
+
+/// The workload `target` names in `namespace`, read from the cluster.
+pub async fn read_workload(
+    client: &kube::Client,
+    target: &str,
+    namespace: &str,
+) -> Result<Workload, CommandError> {
+    let id = workload_target(target, namespace)?;
+    api::get_workload(client, &id)
+        .await
+        .map_err(cluster(format!("reading {id}")))?
+        .ok_or_else(|| CommandError::NotFound(id.to_string()))
 }

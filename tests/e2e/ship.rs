@@ -155,6 +155,8 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
             &namespaces,
         ],
         vec!["rbac.legacyWaveCleanup=false", "cronJobs.enabled=true"],
+        vec!["configHistory.enabled=true", "configHistory.allWorkloads=true"],
+        vec!["configHistory.enabled=true", "rbac.namespaced=true", &namespaces],
         vec!["cronJobs.enabled=true", "rbac.namespaced=true", &namespaces],
     ];
     for (i, sets) in value_sets.iter().enumerate() {

@@ -38,6 +38,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: [configmaps, secrets]
   verbs: [patch]
 {{- end }}
+{{- if .Values.configHistory.enabled }}
+# Config history: snapshots created and owned by revisions; config restored on undo (docs/history.md).
+- apiGroups: [""]
+  resources: [configmaps, secrets]
+  verbs: [create, patch]
+- apiGroups: [apps]
+  resources: [replicasets, controllerrevisions]
+  verbs: [list]
+{{- end }}
 - apiGroups: [apps]
   resources: [deployments, statefulsets, daemonsets]
   verbs: [get, list, watch, patch]

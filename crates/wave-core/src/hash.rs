@@ -264,7 +264,9 @@ fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
         .into()
 }
 
-type Section = BTreeMap<String, BTreeMap<String, String>>;
+/// One kind's part of the hash source: entry name (the object's name, or `namespace/name` on a clash) →
+/// key → base64 value. A config snapshot stores exactly these (`history`).
+pub type Section = BTreeMap<String, BTreeMap<String, String>>;
 
 #[derive(serde::Serialize)]
 struct SourceJson<'a> {
@@ -276,13 +278,22 @@ struct SourceJson<'a> {
 /// Builds the hash source of a workload in `namespace` from its references and the fetched content.
 /// Absent objects contribute nothing; several references to one object union their keys.
 pub fn hash_source(namespace: &str, refs: &References, fetched: &Fetched) -> HashSource {
-    let config_maps = section(namespace, ConfigKind::ConfigMap, refs, fetched);
-    let secrets = section(namespace, ConfigKind::Secret, refs, fetched);
-    let json = serde_json::to_vec(&SourceJson {
-        config_maps: &config_maps,
-        secrets: &secrets,
-    })
-    .expect("maps of strings always serialise");
+    let (config_maps, secrets) = sections(namespace, refs, fetched);
+    source_of(&config_maps, &secrets)
+}
+
+/// The ConfigMap and Secret sections of the hash source: exactly the data that goes into the hash.
+pub fn sections(namespace: &str, refs: &References, fetched: &Fetched) -> (Section, Section) {
+    (
+        section(namespace, ConfigKind::ConfigMap, refs, fetched),
+        section(namespace, ConfigKind::Secret, refs, fetched),
+    )
+}
+
+/// The hash source made of two sections (a snapshot's data hashes back to its config hash through this).
+pub fn source_of(config_maps: &Section, secrets: &Section) -> HashSource {
+    let json =
+        serde_json::to_vec(&SourceJson { config_maps, secrets }).expect("maps of strings always serialise");
     HashSource(json)
 }
 
@@ -291,33 +302,49 @@ pub fn config_hash(namespace: &str, refs: &References, fetched: &Fetched, hashin
     hash_source(namespace, refs, fetched).hash_with(hashing)
 }
 
-fn section(namespace: &str, kind: ConfigKind, refs: &References, fetched: &Fetched) -> Section {
+/// Each hashed reference of `kind` (existing, not ignored) with the name of its entry in the hash source.
+/// Several references to one object share an entry.
+pub fn entries<'a>(
+    namespace: &str,
+    kind: ConfigKind,
+    refs: &'a References,
+    fetched: &'a Fetched,
+) -> Vec<(&'a Reference, &'a Content, String)> {
     let list = match kind {
         ConfigKind::ConfigMap => &refs.config_maps,
         ConfigKind::Secret => &refs.secrets,
     };
+    let hashed: Vec<(&Reference, &Content)> = list
+        .iter()
+        .filter_map(|r| Some((r, fetched.get(&r.key).filter(|c| !c.ignored)?.as_ref())))
+        .collect();
     // Difference `namespace-clash`: bare names shared by existing objects from more than one namespace.
     let mut namespaces_by_name: HashMap<&str, BTreeSet<&str>> = HashMap::new();
-    let hashed = |r: &&Reference| fetched.get(&r.key).is_some_and(|c| !c.ignored);
-    for r in list.iter().filter(hashed) {
+    for (r, _) in &hashed {
         namespaces_by_name
             .entry(&r.key.name)
             .or_default()
             .insert(&r.key.namespace);
     }
+    hashed
+        .into_iter()
+        .map(|(r, content)| {
+            let clash = namespaces_by_name
+                .get(r.key.name.as_str())
+                .is_some_and(|n| n.len() > 1);
+            let entry_name = if clash && r.key.namespace != namespace {
+                format!("{}/{}", r.key.namespace, r.key.name)
+            } else {
+                r.key.name.clone()
+            };
+            (r, content, entry_name)
+        })
+        .collect()
+}
+
+fn section(namespace: &str, kind: ConfigKind, refs: &References, fetched: &Fetched) -> Section {
     let mut out = Section::new();
-    for r in list {
-        let Some(content) = fetched.get(&r.key).filter(|c| !c.ignored) else {
-            continue;
-        };
-        let clash = namespaces_by_name
-            .get(r.key.name.as_str())
-            .is_some_and(|n| n.len() > 1);
-        let entry_name = if clash && r.key.namespace != namespace {
-            format!("{}/{}", r.key.namespace, r.key.name)
-        } else {
-            r.key.name.clone()
-        };
+    for (r, content, entry_name) in entries(namespace, kind, refs, fetched) {
         let entry = out.entry(entry_name).or_default();
         for (k, v) in &content.values {
             if r.keys.uses(k) {

@@ -97,6 +97,13 @@ static CRON_JOB: KindInfo = KindInfo {
 #[derive(Clone, Copy)]
 pub struct WorkloadKind(&'static KindInfo);
 
+impl KindInfo {
+    /// The first short name (`deploy`, `sts`, `ds`, `cj`): names the kind in snapshot names and labels.
+    pub fn short(&self) -> &'static str {
+        self.short_names.first().copied().unwrap_or(self.plural)
+    }
+}
+
 impl WorkloadKind {
     /// `apps/v1` Deployment.
     pub const DEPLOYMENT: WorkloadKind = WorkloadKind(&DEPLOYMENT);

@@ -27,6 +27,7 @@ pub mod coalesce;
 pub mod duration;
 pub mod flap;
 pub mod hash;
+pub mod history;
 pub mod impact;
 pub mod index;
 pub mod kind;

@@ -37,6 +37,23 @@ pub const PINNED_HASH: &str = "wave.pusher.com/pinned-hash";
 /// Workload annotation written with [`PINNED_HASH`]: the config's hash at that moment; a config change
 /// since ends the pin.
 pub const PINNED_CONFIG: &str = "wave.pusher.com/pinned-config";
+/// Workload annotation: `"true"` keeps a snapshot of the config behind each hash wave writes, owned by
+/// the revision that runs it; `"false"` opts out of `--config-history` (`docs/history.md`).
+pub const CONFIG_HISTORY: &str = "wave.pusher.com/config-history";
+/// Workload annotation: what an undo does. [`UNDO_RESTORE_CONFIG`] restores the config from the
+/// revision's snapshot; anything else (or nothing) pins the template (`docs/history.md`).
+pub const UNDO: &str = "wave.pusher.com/undo";
+/// The value of [`UNDO`] that restores config.
+pub const UNDO_RESTORE_CONFIG: &str = "restore-config";
+/// Label and annotation on a config snapshot: the workload (`deploy/web`; the label is the name alone,
+/// shortened past 63 characters).
+pub const SNAPSHOT_OF: &str = "wave.pusher.com/snapshot-of";
+/// Label on a config snapshot: the workload's kind (`deploy`, `sts`, `ds`).
+pub const SNAPSHOT_KIND: &str = "wave.pusher.com/snapshot-kind";
+/// Label (first 63 characters) and annotation (whole) on a config snapshot: the config hash it holds.
+pub const SNAPSHOT_HASH: &str = "wave.pusher.com/snapshot-hash";
+/// The recommended label naming the tool that manages an object.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// The Deployment controller's revision number of a Deployment (metadata annotation).
 pub const DEPLOYMENT_REVISION: &str = "deployment.kubernetes.io/revision";
 /// The finalizer Wave ≤ v0.6 put on workloads (it also made their config owned by them); wave removes
@@ -98,6 +115,13 @@ pub mod reason {
     pub const LEGACY_WAVE_CLEANUP_FAILED: &str = "LegacyWaveCleanupFailed";
     /// Normal, on a workload: its template went back to an earlier config hash, and wave pinned it.
     pub const ROLLOUT_UNDO_DETECTED: &str = "RolloutUndoDetected";
+    /// Warning, on a workload: the snapshot of the config behind its hash could not be kept.
+    pub const CONFIG_SNAPSHOT_FAILED: &str = "ConfigSnapshotFailed";
+    /// Normal, on a workload: an undo restored its config from the revision's snapshot.
+    pub const CONFIG_RESTORED: &str = "ConfigRestored";
+    /// Warning, on a workload: an undo asked for its config back, and wave would not restore it (a tool
+    /// manages the object, or there is no snapshot); the template is pinned instead.
+    pub const CONFIG_RESTORE_REFUSED: &str = "ConfigRestoreRefused";
 }
 
 /// Event `action` values (events.k8s.io/v1 requires one).
@@ -116,4 +140,8 @@ pub mod action {
     pub const REMOVE_LEGACY: &str = "RemoveLegacy";
     /// Pinning a workload's hash after an undo.
     pub const PIN_HASH: &str = "PinHash";
+    /// Keeping a snapshot of the config behind a hash.
+    pub const KEEP_CONFIG_HISTORY: &str = "KeepConfigHistory";
+    /// Restoring config from a snapshot after an undo.
+    pub const RESTORE_CONFIG: &str = "RestoreConfig";
 }

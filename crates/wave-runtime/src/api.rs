@@ -7,15 +7,20 @@
 //!     get_object (status and selector, for held pods)
 //! ConfigKey ─► fetch_content ─► Content (wave_core)
 //! SecretName ─► read_hash_key ─► HashKey (wave_core; `--hash-key-secret`)
+//! history: list_revisions ─► Revision · get_snapshot / list_snapshots ─► Snapshot objects
+//!          create_or_own ─► the snapshot exists, owned by the revision · current_config / patch_config
 //! ```
 //!
 //! Workloads are read as dynamic objects and turned into the core's [`Workload`] view at once, so no code
 //! here or above it matches on the workload kind: a new kind is data in `wave_core::kind`.
 
+use k8s_openapi::api::apps::v1::{ControllerRevision, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use wave_core::hash::{Content, HashKey};
+use wave_core::history::{CurrentObject, Revision, Snapshot};
 use wave_core::names;
 use wave_core::refs::{ConfigKey, ConfigKind};
 use wave_core::workload::{Workload, WorkloadKind, WorkloadRef};
@@ -148,6 +153,167 @@ pub async fn patch_config_metadata(
             .map(drop),
         ConfigKind::Secret => Api::<Secret>::namespaced(client.clone(), &key.namespace)
             .patch_metadata(&key.name, &params, &patch)
+            .await
+            .map(drop),
+    }
+}
+
+/// The revisions (ReplicaSets, or ControllerRevisions) the workload with `uid` controls, listed with
+/// `selector` (a label selector; empty lists the namespace).
+pub async fn list_revisions(
+    client: &Client,
+    id: &WorkloadRef,
+    uid: &str,
+    selector: &str,
+) -> Result<Vec<Revision>, kube::Error> {
+    let params = ListParams::default().labels(selector);
+    Ok(if id.kind == WorkloadKind::DEPLOYMENT {
+        Api::<ReplicaSet>::namespaced(client.clone(), &id.namespace)
+            .list(&params)
+            .await?
+            .items
+            .iter()
+            .filter_map(|rs| Revision::of_replica_set(rs, uid))
+            .collect()
+    } else {
+        Api::<ControllerRevision>::namespaced(client.clone(), &id.namespace)
+            .list(&params)
+            .await?
+            .items
+            .iter()
+            .filter_map(|cr| Revision::of_controller_revision(cr, uid))
+            .collect()
+    })
+}
+
+/// The snapshot objects of `id` at `hash`: its ConfigMap and, if there is one, its Secret; `None` when
+/// there is no such snapshot.
+pub async fn get_snapshot(
+    client: &Client,
+    id: &WorkloadRef,
+    hash: &str,
+) -> Result<Option<(ConfigMap, Option<Secret>)>, kube::Error> {
+    let name = Snapshot::name(id, hash);
+    let Some(cm) = Api::<ConfigMap>::namespaced(client.clone(), &id.namespace)
+        .get_opt(&name)
+        .await?
+        .filter(|cm| wave_core::history::is_snapshot_of(&cm.metadata, id))
+    else {
+        return Ok(None);
+    };
+    let secret = Api::<Secret>::namespaced(client.clone(), &id.namespace)
+        .get_opt(&name)
+        .await?
+        .filter(|s| wave_core::history::is_snapshot_of(&s.metadata, id));
+    Ok(Some((cm, secret)))
+}
+
+/// Every snapshot ConfigMap of `id` (`wave history`).
+pub async fn list_snapshots(client: &Client, id: &WorkloadRef) -> Result<Vec<ConfigMap>, kube::Error> {
+    let selector: Vec<String> = Snapshot::labels(id)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let params = ListParams::default().labels(&selector.join(","));
+    Ok(Api::<ConfigMap>::namespaced(client.clone(), &id.namespace)
+        .list(&params)
+        .await?
+        .items
+        .into_iter()
+        .filter(|cm| wave_core::history::is_snapshot_of(&cm.metadata, id))
+        .collect())
+}
+
+/// What [`create_or_own`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kept {
+    /// The snapshot was created.
+    Created,
+    /// It existed; the revision was added to its owners.
+    Owned,
+    /// It existed, already owned by the revision.
+    Unchanged,
+}
+
+/// Creates a snapshot object, or, when it exists, makes `owner` one of its owners (so that it lives as
+/// long as any revision running its hash). Only metadata is read back.
+pub async fn create_or_own<K>(
+    client: &Client,
+    object: &K,
+    owner: &OwnerReference,
+) -> Result<Kept, kube::Error>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let meta = object.meta();
+    let api = Api::<K>::namespaced(client.clone(), meta.namespace.as_deref().unwrap_or_default());
+    let name = meta.name.clone().unwrap_or_default();
+    let params = PostParams {
+        field_manager: Some(names::FIELD_MANAGER.into()),
+        ..PostParams::default()
+    };
+    match api.create(&params, object).await {
+        Ok(_) => return Ok(Kept::Created),
+        Err(e) if status_code(&e) == Some(409) => {}
+        Err(e) => return Err(e),
+    }
+    let stored = api.get_metadata(&name).await?.metadata;
+    let mut owners = stored.owner_references.unwrap_or_default();
+    if owners.iter().any(|o| o.uid == owner.uid) {
+        return Ok(Kept::Unchanged);
+    }
+    owners.push(owner.clone());
+    let body = serde_json::json!({"metadata": {
+        "resourceVersion": stored.resource_version,
+        "ownerReferences": owners,
+    }});
+    let patch_params = PatchParams {
+        field_manager: Some(names::FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    api.patch_metadata(&name, &patch_params, &Patch::Merge(&body))
+        .await
+        .map(|_| Kept::Owned)
+}
+
+/// A config object as a restore needs it (key placement, owner, immutability; the values are not kept);
+/// `None` if it does not exist.
+pub async fn current_config(client: &Client, key: &ConfigKey) -> Result<Option<CurrentObject>, kube::Error> {
+    Ok(match key.kind {
+        ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), &key.namespace)
+            .get_opt(&key.name)
+            .await?
+            .map(|cm| CurrentObject::of_config_map(&cm)),
+        ConfigKind::Secret => Api::<Secret>::namespaced(client.clone(), &key.namespace)
+            .get_opt(&key.name)
+            .await?
+            .map(|s| CurrentObject::of_secret(&s)),
+    })
+}
+
+/// A JSON merge patch of a config object's data, as field manager `wave` (the response, which may hold
+/// Secret data, is dropped unread).
+pub async fn patch_config(
+    client: &Client,
+    key: &ConfigKey,
+    body: &serde_json::Value,
+) -> Result<(), kube::Error> {
+    let params = PatchParams {
+        field_manager: Some(names::FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let patch = Patch::Merge(body);
+    match key.kind {
+        ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), &key.namespace)
+            .patch(&key.name, &params, &patch)
+            .await
+            .map(drop),
+        ConfigKind::Secret => Api::<Secret>::namespaced(client.clone(), &key.namespace)
+            .patch(&key.name, &params, &patch)
             .await
             .map(drop),
     }

@@ -55,6 +55,8 @@ pub struct Config {
     pub max_concurrent_rollouts: usize,
     /// How long a paced StatefulSet or DaemonSet rollout may take before it counts as failed.
     pub rollout_deadline: Duration,
+    /// Keep config history for every workload that does not say `config-history: "false"`.
+    pub config_history: bool,
 }
 
 /// `NAMESPACE/NAME` of a Secret.

@@ -65,6 +65,17 @@ pub enum ReconcileError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// Keeping a config snapshot, or restoring config from one, failed.
+    #[error("{what} for {workload} failed")]
+    History {
+        /// The workload.
+        workload: WorkloadRef,
+        /// What: `listing its revisions`, `creating snapshot …`, `restoring ConfigMap ns/x`.
+        what: String,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
     /// The reconcile panicked (a bug). The worker survives, the workload is retried with backoff.
     #[error("reconciling {workload} panicked: {message}")]
     Panicked {
@@ -98,6 +109,8 @@ pub enum Operation {
     ConfirmLease,
     /// Removing what Wave ≤ v0.6 left.
     LegacyCleanup,
+    /// Keeping or restoring config history.
+    History,
 }
 
 impl Operation {
@@ -110,6 +123,7 @@ impl Operation {
             Operation::DeleteHeldPods => "delete_held_pods",
             Operation::ConfirmLease => "confirm_lease",
             Operation::LegacyCleanup => "legacy_cleanup",
+            Operation::History => "config_history",
         }
     }
 
@@ -121,6 +135,7 @@ impl Operation {
             Operation::DeleteHeldPods => "delete_held_pods_forbidden",
             Operation::ConfirmLease => "confirm_lease_forbidden",
             Operation::LegacyCleanup => "legacy_cleanup_forbidden",
+            Operation::History => "config_history_forbidden",
         }
     }
 }
@@ -135,6 +150,7 @@ impl ReconcileError {
             ReconcileError::DeleteHeldPods { source, .. } => Some((Operation::DeleteHeldPods, source)),
             ReconcileError::ConfirmLease { source, .. } => Some((Operation::ConfirmLease, source)),
             ReconcileError::LegacyCleanup { source, .. } => Some((Operation::LegacyCleanup, source)),
+            ReconcileError::History { source, .. } => Some((Operation::History, source)),
             ReconcileError::Conflict { .. } | ReconcileError::Panicked { .. } => None,
         }
     }

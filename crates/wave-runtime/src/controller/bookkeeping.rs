@@ -8,6 +8,8 @@
 //!   is reported once (one `ConfigMissing` or `SchedulingDisabled` Event), and the
 //!   `wave_workloads_waiting_for_config` gauge that counts them.
 //! - [`KnownHashes`]: the last config hashes each workload carried, for undo detection.
+//! - [`KeptSnapshots`]: for each workload with config history, the hash and generation whose snapshot
+//!   is known to exist and be owned by its revision, so that a snapshot is checked once, not per reconcile.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
@@ -117,6 +119,28 @@ impl KnownHashes {
         all.get(id)
             .map(|k| k.iter().copied().collect())
             .unwrap_or_default()
+    }
+
+    /// Forgets `id`.
+    pub fn forget(&self, id: &WorkloadRef) {
+        lock(&self.0).remove(id);
+    }
+}
+
+/// See the module docs: workload → (fingerprint of the hash, generation) last kept.
+#[derive(Default)]
+pub struct KeptSnapshots(Mutex<HashMap<WorkloadRef, (u64, i64)>>);
+
+impl KeptSnapshots {
+    /// Whether `id`'s snapshot of `hash` was kept at `generation` (a new generation may have a new
+    /// revision for the same hash, which must own it too).
+    pub fn kept(&self, id: &WorkloadRef, hash: &str, generation: i64) -> bool {
+        lock(&self.0).get(id) == Some(&(wave_core::undo::fingerprint(hash), generation))
+    }
+
+    /// Notes that `id`'s snapshot of `hash` is kept (or failed for good) at `generation`.
+    pub fn note(&self, id: &WorkloadRef, hash: &str, generation: i64) {
+        lock(&self.0).insert(id.clone(), (wave_core::undo::fingerprint(hash), generation));
     }
 
     /// Forgets `id`.

@@ -15,7 +15,7 @@ use wave_core::refs::ConfigKey;
 use wave_core::tracker::Tracker;
 use wave_core::workload::WorkloadRef;
 
-use super::bookkeeping::{KnownHashes, MissingReports};
+use super::bookkeeping::{KeptSnapshots, KnownHashes, MissingReports};
 use super::content::ContentCache;
 use super::watch::WatchHealth;
 use super::workqueue::WorkQueue;
@@ -65,6 +65,10 @@ pub struct Context {
     pub rollout_deadline: Duration,
     /// The last config hashes of each workload, for undo detection.
     pub known_hashes: KnownHashes,
+    /// `--config-history`: keep config snapshots for every workload that does not opt out.
+    pub config_history: bool,
+    /// The config snapshots known to be kept.
+    pub kept_snapshots: KeptSnapshots,
 }
 
 impl Context {

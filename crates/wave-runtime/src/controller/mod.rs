@@ -13,6 +13,7 @@ pub mod bookkeeping;
 pub mod content;
 pub mod context;
 pub mod held_pods;
+pub mod history;
 pub mod legacy;
 pub mod pacing;
 pub mod reconcile;
@@ -36,7 +37,7 @@ use wave_core::ratelimit::TokenBucket;
 use wave_core::tracker::{Change, Tracker};
 use wave_core::workload::WorkloadRef;
 
-use self::bookkeeping::{KnownHashes, MissingReports};
+use self::bookkeeping::{KeptSnapshots, KnownHashes, MissingReports};
 use self::content::ContentCache;
 use self::context::Context;
 use self::workqueue::WorkQueue;
@@ -99,6 +100,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         pacer: Mutex::new(Pacer::new(config.max_concurrent_rollouts)),
         rollout_deadline: config.rollout_deadline,
         known_hashes: KnownHashes::default(),
+        config_history: config.config_history,
+        kept_snapshots: KeptSnapshots::default(),
     });
     if config.leader_election.is_none() {
         metrics.leader.set(1);
@@ -178,6 +181,7 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
             ctx.settled().remove(id);
             ctx.pacer().forget(id);
             ctx.known_hashes.forget(id);
+            ctx.kept_snapshots.forget(id);
         }
         for key in &fx.changed_configs {
             let observed = ctx.flaps().observe(key, seen);

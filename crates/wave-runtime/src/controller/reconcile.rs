@@ -3,11 +3,12 @@
 //! ```text
 //! leader? ─► view from the tracker ─► what Wave v0.6 left removed (`legacy`) ─► refs (core)
 //!   ─► content cache ─► plan (core)
-//!   Noop    ─► done
+//!   Noop    ─► done; with config history, the snapshot of the config behind the hash kept (`history`)
 //!   Blocked ─► one Warning Event per distinct missing set; woken again when the config appears
 //!   Write   ─► a rollout? held while a config object it uses flaps (`flap`), else coalesced to one
 //!              per --min-rollout-interval (`coalesce`): requeued for when it may roll
-//!           ─► the template went back to an earlier hash (an undo)? pin it there (`undo`), write no hash
+//!           ─► the template went back to an earlier hash (an undo)? restore that config from its
+//!              snapshot (`undo: restore-config`, `history`), or else pin it there (`undo`); no hash write
 //!           ─► paced? (`pacing`) queued for a slot, or halted by a config version that failed
 //!           ─► token (global bucket; none ⇒ a place in line, requeued for when it is due)
 //!           ─► lease still held? (`lease::LeaseCheck`; no ⇒ NotLeader) ─► PATCH (merge patch,
@@ -27,7 +28,7 @@ use wave_core::undo::{self, Pin};
 use wave_core::workload::{Workload, WorkloadRef};
 
 use super::context::Context;
-use super::{held_pods, legacy, pacing};
+use super::{held_pods, history, legacy, pacing};
 use crate::api::{self, describe, error_chain, is_conflict, is_not_found};
 use crate::error::ReconcileError;
 use crate::events::EventType;
@@ -68,6 +69,8 @@ pub enum Outcome {
     Halted,
     /// Its template went back to an earlier config hash (an undo), and wave pinned it there.
     Pinned,
+    /// Its template went back to an earlier config hash (an undo), and wave restored that config.
+    Restored,
     /// The pods held by a released gate were deleted, and the mark removed.
     HeldPodsDeleted,
     /// The workload's controller has not yet seen wave's last write: look again after this long.
@@ -90,6 +93,7 @@ impl Outcome {
             Outcome::Queued(_) => "queued",
             Outcome::Halted => "halted",
             Outcome::Pinned => "pinned",
+            Outcome::Restored => "restored",
             Outcome::HeldPodsDeleted => "held_pods_deleted",
             Outcome::Waiting(_) => "waiting",
         }
@@ -159,6 +163,9 @@ async fn plan_and_write(
                     // Current and correct (or pinned): a hash an undo may go back to.
                     ctx.known_hashes.note(id, hash);
                 }
+                if let Some(outcome) = history::keep(ctx, &workload, &refs, &fetched).await? {
+                    return Ok(outcome);
+                }
                 return Ok(Outcome::Noop);
             }
             Plan::Blocked {
@@ -180,7 +187,7 @@ async fn plan_and_write(
             && let Some(desired) = &write.hash
             && let Some(pin) = undo::detect(workload.current_hash(), desired, &ctx.known_hashes.of(id))
         {
-            return pin_undo(ctx, &workload, &pin).await;
+            return undo(ctx, &workload, &refs, &pin).await;
         }
         if rollout && let Some(outcome) = hold_back(ctx, &workload, &refs).await {
             return Ok(outcome);
@@ -274,12 +281,37 @@ async fn write_once(
     }
 }
 
-/// Someone took the template back to an earlier config hash (`kubectl rollout undo`): pin it there, so
-/// that wave does not roll it forward until the config changes (`wave_core::undo`).
-async fn pin_undo(ctx: &Context, workload: &Workload, pin: &Pin) -> Result<Outcome, ReconcileError> {
+/// Someone took the template back to an earlier config hash (`kubectl rollout undo`): restore that
+/// config from its snapshot (`undo: restore-config`), or else pin the template there, so that wave does
+/// not roll it forward until the config changes (`wave_core::undo`).
+async fn undo(
+    ctx: &Context,
+    workload: &Workload,
+    refs: &References,
+    pin: &Pin,
+) -> Result<Outcome, ReconcileError> {
     let id = &workload.id;
     if !may_write(ctx, id).await? {
         return Ok(not_writing(ctx));
+    }
+    if wave_core::history::restores_config(workload) {
+        let (type_, reason, note) = match history::restore(ctx, workload, refs, pin).await? {
+            history::Restored::Done(note) => (EventType::Normal, reason::CONFIG_RESTORED, note),
+            history::Restored::Refused(why) => (
+                EventType::Warning,
+                reason::CONFIG_RESTORE_REFUSED,
+                format!(
+                    "Undo detected, but the config was not restored: {why}. The template is pinned instead."
+                ),
+            ),
+        };
+        tracing::info!(workload = %id, reason, "{note}");
+        ctx.events
+            .publish(workload, type_, reason, action::RESTORE_CONFIG, note)
+            .await;
+        if reason == reason::CONFIG_RESTORED {
+            return Ok(Outcome::Restored);
+        }
     }
     match api::patch_workload(&ctx.client, id, &undo::pin_patch(workload, pin)).await {
         Ok(()) => {}
@@ -611,6 +643,7 @@ mod tests {
             Outcome::HeldPodsDeleted,
             Outcome::Halted,
             Outcome::Pinned,
+            Outcome::Restored,
             Outcome::Queued(None),
         ] {
             assert_eq!(retry_after(&Ok(done.clone()), 0), None, "{done:?}");

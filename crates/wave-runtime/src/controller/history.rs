@@ -1,0 +1,196 @@
+//! Config history in the controller: keeping snapshots and restoring from them (`wave_core::history`,
+//! `docs/history.md`).
+//!
+//! ```text
+//! keep:    reconcile found nothing to write, history on, the template's hash is the config's hash,
+//!          not yet kept for this hash and generation
+//!   ─► the revision carrying the hash (ReplicaSets / ControllerRevisions listed by the template's labels)
+//!      none yet, and its controller has not seen this generation ─► look again shortly (Waiting)
+//!   ─► create the snapshot ConfigMap (and Secret), or add the revision to its owners
+//!      refused (RBAC, too large) ─► one Warning `ConfigSnapshotFailed` for this hash; nothing retried
+//! restore: an undo of a workload with `undo: restore-config`
+//!   ─► the snapshot of the hash it went back to (none ─► refused)
+//!   ─► every object it restores exists, is mutable, and no tool manages it (else ─► refused)
+//!   ─► one merge patch per object, guarded by its resourceVersion ─► `ConfigRestored`
+//!   refused ─► Warning `ConfigRestoreRefused`, and the template is pinned instead
+//! ```
+
+use std::time::Duration;
+
+use wave_core::hash::Fetched;
+use wave_core::history::{self, Restore, Snapshot};
+use wave_core::names::{action, reason};
+use wave_core::refs::References;
+use wave_core::undo::Pin;
+use wave_core::workload::Workload;
+
+use super::context::Context;
+use super::reconcile::Outcome;
+use crate::api::{self, describe, status_code};
+use crate::error::ReconcileError;
+use crate::events::EventType;
+
+/// How soon to look again for the revision a just-written hash creates.
+const REVISION_RECHECK: Duration = Duration::from_millis(500);
+
+/// Keeps the snapshot of the config behind `workload`'s hash, when history is on for it. `Some` asks
+/// the caller to look again (its revision does not exist yet).
+pub async fn keep(
+    ctx: &Context,
+    workload: &Workload,
+    refs: &References,
+    fetched: &Fetched,
+) -> Result<Option<Outcome>, ReconcileError> {
+    let id = &workload.id;
+    let Some(hash) = workload.current_hash() else {
+        return Ok(None);
+    };
+    if !history::enabled(workload, ctx.config_history)
+        || ctx.kept_snapshots.kept(id, hash, workload.generation)
+    {
+        return Ok(None);
+    }
+    let snapshot = Snapshot::of(&id.namespace, refs, fetched);
+    if snapshot.hash(&ctx.hashing) != hash {
+        // Pinned to an earlier hash, or a hash someone else wrote: not the data behind it.
+        return Ok(None);
+    }
+    if !ctx.may_write().await.unwrap_or(false) {
+        return Ok(None);
+    }
+    let fail = |what: String| {
+        move |e: kube::Error| ReconcileError::History {
+            workload: id.clone(),
+            what,
+            source: Box::new(e),
+        }
+    };
+    let selector: Vec<String> = workload
+        .template
+        .metadata
+        .iter()
+        .flat_map(|m| m.labels.iter().flatten())
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let revisions = api::list_revisions(&ctx.client, id, &workload.uid, &selector.join(","))
+        .await
+        .map_err(fail("listing its revisions".into()))?;
+    let Some(revision) = history::revision_with(&revisions, hash) else {
+        let seen = workload.progress.observed_generation >= Some(workload.generation);
+        // Seen and still none: its controller makes no revision now (a paused Deployment); the next
+        // change of the workload looks again.
+        return Ok((!seen).then_some(Outcome::Waiting(REVISION_RECHECK)));
+    };
+    let owner = &revision.owner;
+    let mut kept =
+        vec![api::create_or_own(&ctx.client, &snapshot.config_map(id, hash, owner.clone()), owner).await];
+    if let Some(secret) = snapshot.secret(id, hash, owner.clone()) {
+        kept.push(api::create_or_own(&ctx.client, &secret, owner).await);
+    }
+    let name = Snapshot::name(id, hash);
+    for result in kept {
+        match result {
+            Ok(done) => {
+                tracing::debug!(workload = %id, snapshot = %name, ?done, revision = revision.number, "config snapshot kept");
+            }
+            Err(e) if matches!(status_code(&e), Some(403 | 413 | 422)) => {
+                // Refused for good (RBAC without history enabled, or the data is over 1 MiB): say so
+                // once for this hash; retrying would only repeat it.
+                ctx.kept_snapshots.note(id, hash, workload.generation);
+                let note = format!(
+                    "Keeping the config snapshot {name} (revision {}) failed: {}",
+                    revision.number,
+                    describe(&e)
+                );
+                tracing::warn!(workload = %id, "{note}");
+                ctx.events
+                    .publish(
+                        workload,
+                        EventType::Warning,
+                        reason::CONFIG_SNAPSHOT_FAILED,
+                        action::KEEP_CONFIG_HISTORY,
+                        note,
+                    )
+                    .await;
+                return Ok(None);
+            }
+            Err(e) => return Err(fail(format!("keeping the config snapshot {name}"))(e)),
+        }
+    }
+    ctx.kept_snapshots.note(id, hash, workload.generation);
+    Ok(None)
+}
+
+/// What [`restore`] did.
+pub enum Restored {
+    /// The config was restored: the note for the `ConfigRestored` Event.
+    Done(String),
+    /// Not restored, and why (for the `ConfigRestoreRefused` Event); nothing was written.
+    Refused(String),
+}
+
+/// Restores the config of the revision an undo went back to (`pin.hash`) from its snapshot.
+pub async fn restore(
+    ctx: &Context,
+    workload: &Workload,
+    refs: &References,
+    pin: &Pin,
+) -> Result<Restored, ReconcileError> {
+    let id = &workload.id;
+    let fail = |what: String| {
+        move |e: kube::Error| ReconcileError::History {
+            workload: id.clone(),
+            what,
+            source: Box::new(e),
+        }
+    };
+    let name = Snapshot::name(id, &pin.hash);
+    let Some((cm, secret)) = api::get_snapshot(&ctx.client, id, &pin.hash)
+        .await
+        .map_err(fail(format!("reading the config snapshot {name}")))?
+    else {
+        return Ok(Restored::Refused(format!(
+            "there is no config snapshot of hash {} (config history was off when it was written, or its revision was trimmed)",
+            pin.hash
+        )));
+    };
+    let snapshot = match Snapshot::read(&cm, secret.as_ref()) {
+        Ok(snapshot) => snapshot,
+        Err(e) => return Ok(Restored::Refused(e.to_string())),
+    };
+    let plan = history::restore_plan(&id.namespace, refs, &snapshot);
+    let mut patches = Vec::new();
+    for Restore { key, .. } in &plan {
+        let current = api::current_config(&ctx.client, key)
+            .await
+            .map_err(fail(format!("reading {key}")))?;
+        let refusal = match &current {
+            None => Some(format!("{key} does not exist")),
+            Some(c) if c.immutable => Some(format!("{key} is immutable")),
+            Some(c) => c.managed_by.as_ref().map(|tool| {
+                format!("{key} is managed by {tool}, which would undo the restore (or be undone by it)")
+            }),
+        };
+        if let Some(why) = refusal {
+            return Ok(Restored::Refused(why));
+        }
+        patches.push(current);
+    }
+    let mut restored = Vec::new();
+    for (restore, current) in plan.iter().zip(patches.into_iter().flatten()) {
+        let body = history::restore_patch(restore, &current);
+        api::patch_config(&ctx.client, &restore.key, &body)
+            .await
+            .map_err(fail(format!("restoring {}", restore.key)))?;
+        restored.push(format!("{}/{}", restore.key.kind, restore.key.name));
+    }
+    Ok(Restored::Done(format!(
+        "Undo detected: restored {} from the config snapshot {name}, so the pods run the config hash {} they were released with.",
+        if restored.is_empty() {
+            "nothing (the snapshot holds no object the template uses)".to_string()
+        } else {
+            restored.join(", ")
+        },
+        pin.hash
+    )))
+}
