@@ -23,7 +23,7 @@ fn cases() -> Vec<PathBuf> {
     cases
 }
 
-fn check_golden(path: &Path, actual: &str) {
+pub(crate) fn check_golden(path: &Path, actual: &str) {
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(path, actual).unwrap();
         return;

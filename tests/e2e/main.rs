@@ -7,6 +7,7 @@ mod commands;
 mod faults;
 mod harness;
 mod hash_golden;
+mod history;
 mod image;
 mod lifecycle;
 mod migration;

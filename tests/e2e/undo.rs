@@ -100,6 +100,18 @@ async fn an_undo_to_an_earlier_config_sticks_for_every_kind_until_the_config_cha
     );
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("pinned"), "wave explain shows the pin: {out}");
+    let (code, out, err) = run_wave(&["status", "-n", &ns], Some(&kubeconfig));
+    assert_eq!(code, 0, "{err}");
+    for (kind, h1) in WorkloadKind::BUILT_IN.into_iter().zip(&first) {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{kind} {ns}/")))
+            .unwrap_or_else(|| panic!("wave status lists {kind}: {out}"));
+        assert!(
+            line.contains(&format!("pinned at {}", &h1[..12])),
+            "wave status shows the pin: {line}"
+        );
+    }
 
     // A config change during a pin rolls, and ends the pin.
     patch_configmap(&client, &ns, "cfg", json!({"data": {"v": "3"}})).await;

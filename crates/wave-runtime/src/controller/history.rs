@@ -72,9 +72,21 @@ pub async fn keep(
         .flat_map(|m| m.labels.iter().flatten())
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    let revisions = api::list_revisions(&ctx.client, id, &workload.uid, &selector.join(","))
-        .await
-        .map_err(fail("listing its revisions".into()))?;
+    let revisions = match api::list_revisions(&ctx.client, id, &workload.uid, &selector.join(",")).await {
+        Ok(revisions) => revisions,
+        Err(e) if refused_for_good(&e) => {
+            refused(
+                ctx,
+                workload,
+                hash,
+                format!("Listing the revisions of {id} failed"),
+                &e,
+            )
+            .await;
+            return Ok(None);
+        }
+        Err(e) => return Err(fail("listing its revisions".into())(e)),
+    };
     let Some(revision) = history::revision_with(&revisions, hash) else {
         let seen = workload.progress.observed_generation >= Some(workload.generation);
         // Seen and still none: its controller makes no revision now (a paused Deployment); the next
@@ -82,36 +94,28 @@ pub async fn keep(
         return Ok((!seen).then_some(Outcome::Waiting(REVISION_RECHECK)));
     };
     let owner = &revision.owner;
-    let mut kept =
-        vec![api::create_or_own(&ctx.client, &snapshot.config_map(id, hash, owner.clone()), owner).await];
-    if let Some(secret) = snapshot.secret(id, hash, owner.clone()) {
-        kept.push(api::create_or_own(&ctx.client, &secret, owner).await);
-    }
     let name = Snapshot::name(id, hash);
-    for result in kept {
+    // The Secret first: the ConfigMap is the snapshot's index, so once it exists the snapshot is whole.
+    let secret = snapshot.secret(id, hash, owner.clone());
+    let config_map = snapshot.config_map(id, hash, owner.clone());
+    let mut results = Vec::new();
+    if let Some(secret) = &secret {
+        results.push(api::create_or_own(&ctx.client, secret, owner).await);
+    }
+    if results.iter().all(Result::is_ok) {
+        results.push(api::create_or_own(&ctx.client, &config_map, owner).await);
+    }
+    for result in results {
         match result {
             Ok(done) => {
                 tracing::debug!(workload = %id, snapshot = %name, ?done, revision = revision.number, "config snapshot kept");
             }
-            Err(e) if matches!(status_code(&e), Some(403 | 413 | 422)) => {
-                // Refused for good (RBAC without history enabled, or the data is over 1 MiB): say so
-                // once for this hash; retrying would only repeat it.
-                ctx.kept_snapshots.note(id, hash, workload.generation);
-                let note = format!(
-                    "Keeping the config snapshot {name} (revision {}) failed: {}",
-                    revision.number,
-                    describe(&e)
+            Err(e) if refused_for_good(&e) => {
+                let what = format!(
+                    "Keeping the config snapshot {name} (revision {})",
+                    revision.number
                 );
-                tracing::warn!(workload = %id, "{note}");
-                ctx.events
-                    .publish(
-                        workload,
-                        EventType::Warning,
-                        reason::CONFIG_SNAPSHOT_FAILED,
-                        action::KEEP_CONFIG_HISTORY,
-                        note,
-                    )
-                    .await;
+                refused(ctx, workload, hash, what, &e).await;
                 return Ok(None);
             }
             Err(e) => return Err(fail(format!("keeping the config snapshot {name}"))(e)),
@@ -119,6 +123,28 @@ pub async fn keep(
     }
     ctx.kept_snapshots.note(id, hash, workload.generation);
     Ok(None)
+}
+
+/// Whether the apiserver refused for good: RBAC without history enabled (403), or data over its limit
+/// (413, 422). Retrying would only repeat it.
+fn refused_for_good(e: &kube::Error) -> bool {
+    matches!(status_code(e), Some(403 | 413 | 422))
+}
+
+/// Says once for this hash that its snapshot cannot be kept, and why.
+async fn refused(ctx: &Context, workload: &Workload, hash: &str, what: String, e: &kube::Error) {
+    ctx.kept_snapshots.note(&workload.id, hash, workload.generation);
+    let note = format!("{what}: {}. See docs/history.md.", describe(e));
+    tracing::warn!(workload = %workload.id, "{note}");
+    ctx.events
+        .publish(
+            workload,
+            EventType::Warning,
+            reason::CONFIG_SNAPSHOT_FAILED,
+            action::KEEP_CONFIG_HISTORY,
+            note,
+        )
+        .await;
 }
 
 /// What [`restore`] did.
