@@ -8,7 +8,7 @@ STATIC_BIN := $(CURDIR)/target/$(STATIC_TARGET)/release/wave
 HADOLINT_VERSION := 2.15.1
 HADOLINT := $(HOME)/.cache/wave/tools/hadolint-$(HADOLINT_VERSION)/bin/hadolint
 
-.PHONY: test demo cluster cluster-down testenv fmt-check clippy unit static lint-dockerfile bench bench-smoke
+.PHONY: test demo demo-undo cluster cluster-down testenv fmt-check clippy unit static lint-dockerfile bench bench-smoke
 
 ## test: everything CI runs: formatting, lints, the static release binary, unit and e2e tests
 test: testenv fmt-check clippy lint-dockerfile static
@@ -57,6 +57,10 @@ $(HADOLINT):
 ## demo: a config change rolling an nginx Deployment on a local control plane
 demo: testenv
 	@hack/demo
+
+## demo-undo: a bad config rolled out, then `kubectl rollout undo` that sticks and restores the config
+demo-undo: testenv
+	@hack/demo undo
 
 ## cluster: start a control plane in target/testenv for manual use
 cluster: testenv

@@ -106,6 +106,7 @@ pub async fn run_history(args: &HistoryArgs) -> Result<ExitCode, CommandError> {
         .iter()
         .map(|v| {
             let changed = match &v.changes {
+                None if v.hash.is_none() => "(no config hash)".to_string(),
                 None => "(no snapshot: config history was off)".to_string(),
                 Some(c) if c.is_empty() => "(config unchanged)".to_string(),
                 Some(c) => c.join(" "),
