@@ -6,7 +6,8 @@
 //! for each controller: testenv up --audit ─► populate ─► start ─► S4 startup, S1 latency, S3 fan-out,
 //!                      S6 storm, S7 flapping, S8 bad config (restarted with pacing) ─► unreferenced Secrets (size A) ─► restart: S5 ─► idle: S2, S4 idle
 //!                      ─► unreferenced Secrets (size B) ─► restart ─► idle: S2 ─► stop, testenv down
-//! then S9, wave alone: the chaos soak (bench/src/chaos.rs); M2 (switching from Wave) with --migration-only
+//! then S9, wave alone: the chaos soak (bench/src/chaos.rs); M2 (switching from Wave) with --migration-only;
+//! H1 (the cost of config history, bench/src/history.rs) with --history-only
 //! then: bench/results/<date>-<commit>.json (+ latest.json), a PNG chart, and the table printed
 //! ```
 //!
@@ -18,6 +19,7 @@
 mod audit;
 mod chaos;
 mod controller;
+mod history;
 mod migration;
 mod report;
 mod scenarios;
@@ -73,6 +75,10 @@ pub struct Args {
     /// written to `<out>/m2.json`.
     #[arg(long)]
     pub migration_only: bool,
+    /// Run only H1, the cost of config history at the S1 size (wave alone, without and with
+    /// `--config-history`); the figures are printed and written to `<out>/h1.json`.
+    #[arg(long)]
+    pub history_only: bool,
     /// Run only S6, S7 and S8 (with `--out` elsewhere, so the published results stay whole).
     #[arg(long)]
     pub safety_only: bool,
@@ -163,6 +169,27 @@ async fn main() {
             }
             Err(e) => {
                 eprintln!("M2: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+    if args.history_only {
+        let Some(wave) = profiles.iter().find(|p| p.name == "wave") else {
+            std::process::exit(1);
+        };
+        eprintln!("== H1 config history at the S1 size");
+        match history::run(&args, wave).await {
+            Ok(h) => {
+                let text = serde_json::to_string_pretty(&h).unwrap_or_default();
+                let _ = std::fs::create_dir_all(&args.out);
+                if let Err(e) = std::fs::write(args.out.join("h1.json"), format!("{text}\n")) {
+                    eprintln!("writing h1.json: {e}");
+                }
+                println!("{text}");
+                std::process::exit(0);
+            }
+            Err(e) => {
+                eprintln!("H1: {e}");
                 std::process::exit(1);
             }
         }

@@ -30,7 +30,7 @@ const BAD_PROGRESS_DEADLINE: Duration = Duration::from_secs(20);
 /// Requests in flight while populating.
 const CREATE_CONCURRENCY: usize = 16;
 /// The namespace of the readiness probe; its requests are left out of every count.
-const CANARY_NS: &str = "bench-canary";
+pub(crate) const CANARY_NS: &str = "bench-canary";
 
 type Error = String;
 
@@ -253,7 +253,7 @@ async fn run_on(
 }
 
 /// S1 (one change at a time: latency and cost) and S3 (one Secret shared by `fanout` Deployments).
-async fn spread_and_fan_out(
+pub(crate) async fn spread_and_fan_out(
     args: &Args,
     client: &Client,
     changes: &mut TemplateChanges,
@@ -349,7 +349,7 @@ fn percentiles(samples: &[f64], missed: usize) -> Latency {
 }
 
 /// The same objects for every controller; only the opt-in annotation differs.
-async fn populate(client: &Client, args: &Args, profile: &Profile) -> Result<(), Error> {
+pub(crate) async fn populate(client: &Client, args: &Args, profile: &Profile) -> Result<(), Error> {
     let mut namespaces: Vec<String> = (0..args.namespaces).map(|i| format!("bench-{i}")).collect();
     namespaces.extend(
         [
@@ -542,7 +542,7 @@ where
 
 /// Changes the canary ConfigMap every 250 ms until the controller rolls the canary Deployment; returns
 /// when it did. A controller that misses changes made before it listed is caught by the next one.
-async fn probe_ready(
+pub(crate) async fn probe_ready(
     client: &Client,
     changes: &mut TemplateChanges,
     running: &mut Running,
@@ -566,7 +566,7 @@ async fn probe_ready(
     Err("the controller never rolled the canary within 10 minutes".into())
 }
 
-async fn wait_all_hashed(client: &Client, args: &Args) -> Result<(), Error> {
+pub(crate) async fn wait_all_hashed(client: &Client, args: &Args) -> Result<(), Error> {
     let expected = args.deployments
         + args.fanout
         + args.storm_deployments
@@ -776,12 +776,12 @@ async fn replicasets_per_owner(client: &Client, ns: &str) -> Result<HashMap<Stri
 }
 
 /// Every change of a Deployment's pod template, as `namespace/name` and when it was seen.
-struct TemplateChanges {
+pub(crate) struct TemplateChanges {
     rx: mpsc::UnboundedReceiver<(String, Instant)>,
 }
 
 impl TemplateChanges {
-    async fn start(client: &Client) -> Result<Self, Error> {
+    pub(crate) async fn start(client: &Client) -> Result<Self, Error> {
         let (tx, rx) = mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let api: Api<Deployment> = Api::all(client.clone());

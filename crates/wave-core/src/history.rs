@@ -209,18 +209,19 @@ impl Snapshot {
     }
 }
 
-/// A label value naming `name`: the name itself when it fits 63 characters, else its first 50 and a
-/// digest (the full name is in the `wave.pusher.com/snapshot-of` annotation).
+/// A label value naming `name`: the name itself when it fits 63 characters, else its first 50 and 12 hex
+/// of its SHA-256 (stable across versions; the full name is in the `wave.pusher.com/snapshot-of`
+/// annotation). Selects a workload's snapshots, e.g. `kubectl get cm -l wave.pusher.com/snapshot-of=web`.
 fn label_value(name: &str) -> String {
     if name.len() <= 63 {
         return name.to_string();
     }
-    let digest = crate::undo::fingerprint(name);
-    format!(
-        "{}-{:012x}",
-        name[..50].trim_end_matches(['.', '-']),
-        digest & 0xffff_ffff_ffff
-    )
+    use sha2::Digest as _;
+    let digest: String = sha2::Sha256::digest(name.as_bytes())[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{}-{digest}", name[..50].trim_end_matches(['.', '-']))
 }
 
 /// Whether `meta` belongs to `workload`'s history.
@@ -525,6 +526,30 @@ fn line_diff(a: &str, b: &str) -> String {
         k += 1;
     }
     out
+}
+
+/// Whether restoring `snapshot` gives the config hash `hash` back, for a workload whose config is `now`
+/// (its snapshot taken of the config as it is): `Err` says why not, and nothing should be written.
+pub fn restorable(snapshot: &Snapshot, now: &Snapshot, hashing: &Hashing, hash: &str) -> Result<(), String> {
+    if snapshot.config_maps.is_empty() && snapshot.secrets.is_empty() {
+        return Err("the snapshot holds no config".into());
+    }
+    if snapshot.hash(hashing) != hash {
+        return Err(format!(
+            "the snapshot's data does not hash to {hash} (was the hash key changed since?)"
+        ));
+    }
+    for (kind, then, now) in [
+        (ConfigKind::ConfigMap, &snapshot.config_maps, &now.config_maps),
+        (ConfigKind::Secret, &snapshot.secrets, &now.secrets),
+    ] {
+        if let Some(entry) = now.keys().find(|e| !then.contains_key(*e)) {
+            return Err(format!(
+                "{kind} {entry} is used now but was absent then, so no restore can bring the hash back"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One config object to restore from a snapshot.
@@ -901,6 +926,50 @@ mod tests {
             json!({"metadata": {"resourceVersion": "8"}, "data": {"password": STANDARD.encode("old")}}),
             "a key the workload does not use is left alone"
         );
+    }
+
+    #[test]
+    fn a_restore_is_refused_when_it_could_not_bring_the_hash_back() {
+        let refs = app_refs();
+        let then = Snapshot::of(
+            "ns",
+            &refs,
+            &fetched(&[("level", b"info")], &[("password", b"old")]),
+        );
+        let hash = then.hash(&Hashing::Plain);
+        let now = Snapshot::of(
+            "ns",
+            &refs,
+            &fetched(&[("level", b"debug")], &[("password", b"new")]),
+        );
+        assert_eq!(restorable(&then, &now, &Hashing::Plain, &hash), Ok(()));
+        assert!(
+            restorable(&then, &now, &Hashing::Plain, "other")
+                .unwrap_err()
+                .contains("does not hash")
+        );
+        let keyed = Hashing::Keyed(crate::hash::HashKey::new(b"k").unwrap());
+        assert!(
+            restorable(&then, &now, &keyed, &hash).is_err(),
+            "a changed hash key"
+        );
+        let only_cm = Snapshot::of("ns", &refs, &fetched(&[("level", b"info")], &[]));
+        let mut absent_secret = Fetched::new();
+        absent_secret.insert(
+            ConfigKey::new(ConfigKind::ConfigMap, "ns", "app"),
+            content(&[("level", b"info")]),
+        );
+        let then = Snapshot::of("ns", &refs, &absent_secret);
+        let hash = then.hash(&Hashing::Plain);
+        assert_eq!(
+            restorable(&then, &now, &Hashing::Plain, &hash).unwrap_err(),
+            "secret db is used now but was absent then, so no restore can bring the hash back"
+        );
+        assert!(
+            only_cm.secrets.contains_key("db"),
+            "an empty Secret is still an entry"
+        );
+        assert!(restorable(&Snapshot::default(), &now, &Hashing::Plain, &hash).is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //!     get_object (status and selector, for held pods)
 //! ConfigKey ─► fetch_content ─► Content (wave_core)
 //! SecretName ─► read_hash_key ─► HashKey (wave_core; `--hash-key-secret`)
-//! history: list_revisions ─► Revision · get_snapshot / list_snapshots ─► Snapshot objects
+//! history: list_revisions ─► Revision · get_snapshot ─► Snapshot objects
 //!          create_or_own ─► the snapshot exists, owned by the revision · current_config / patch_config
 //! ```
 //!
@@ -206,22 +206,6 @@ pub async fn get_snapshot(
         .await?
         .filter(|s| wave_core::history::is_snapshot_of(&s.metadata, id));
     Ok(Some((cm, secret)))
-}
-
-/// Every snapshot ConfigMap of `id` (`wave history`).
-pub async fn list_snapshots(client: &Client, id: &WorkloadRef) -> Result<Vec<ConfigMap>, kube::Error> {
-    let selector: Vec<String> = Snapshot::labels(id)
-        .into_iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    let params = ListParams::default().labels(&selector.join(","));
-    Ok(Api::<ConfigMap>::namespaced(client.clone(), &id.namespace)
-        .list(&params)
-        .await?
-        .items
-        .into_iter()
-        .filter(|cm| wave_core::history::is_snapshot_of(&cm.metadata, id))
-        .collect())
 }
 
 /// What [`create_or_own`] did.

@@ -9,7 +9,7 @@
 //!   ─► create the snapshot ConfigMap (and Secret), or add the revision to its owners
 //!      refused (RBAC, too large) ─► one Warning `ConfigSnapshotFailed` for this hash; nothing retried
 //! restore: an undo of a workload with `undo: restore-config`
-//!   ─► the snapshot of the hash it went back to (none ─► refused)
+//!   ─► the snapshot of the hash it went back to (none, or restoring it cannot give that hash ─► refused)
 //!   ─► every object it restores exists, is mutable, and no tool manages it (else ─► refused)
 //!   ─► one merge patch per object, guarded by its resourceVersion ─► `ConfigRestored`
 //!   refused ─► Warning `ConfigRestoreRefused`, and the template is pinned instead
@@ -160,6 +160,7 @@ pub async fn restore(
     ctx: &Context,
     workload: &Workload,
     refs: &References,
+    fetched: &Fetched,
     pin: &Pin,
 ) -> Result<Restored, ReconcileError> {
     let id = &workload.id;
@@ -184,6 +185,10 @@ pub async fn restore(
         Ok(snapshot) => snapshot,
         Err(e) => return Ok(Restored::Refused(e.to_string())),
     };
+    let now = Snapshot::of(&id.namespace, refs, fetched);
+    if let Err(why) = history::restorable(&snapshot, &now, &ctx.hashing, &pin.hash) {
+        return Ok(Restored::Refused(why));
+    }
     let plan = history::restore_plan(&id.namespace, refs, &snapshot);
     let mut patches = Vec::new();
     for Restore { key, .. } in &plan {

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wave_core::coalesce;
-use wave_core::hash::missing_message;
+use wave_core::hash::{Fetched, missing_message};
 use wave_core::names::{self, action, reason};
 use wave_core::plan::{self, GateReason, Plan, Write};
 use wave_core::refs::References;
@@ -187,7 +187,16 @@ async fn plan_and_write(
             && let Some(desired) = &write.hash
             && let Some(pin) = undo::detect(workload.current_hash(), desired, &ctx.known_hashes.of(id))
         {
-            return undo(ctx, &workload, &refs, &pin).await;
+            // The view may predate wave's own last write (the watch has not shown it yet), which looks
+            // exactly like an undo: believe one only from the workload as stored now.
+            let Some(fresh) = reread(ctx, id).await? else {
+                return Ok(Outcome::Gone);
+            };
+            if fresh.resource_version != workload.resource_version {
+                workload = fresh;
+                continue;
+            }
+            return undo(ctx, &workload, &refs, &fetched, &pin).await;
         }
         if rollout && let Some(outcome) = hold_back(ctx, &workload, &refs).await {
             return Ok(outcome);
@@ -288,6 +297,7 @@ async fn undo(
     ctx: &Context,
     workload: &Workload,
     refs: &References,
+    fetched: &Fetched,
     pin: &Pin,
 ) -> Result<Outcome, ReconcileError> {
     let id = &workload.id;
@@ -295,7 +305,7 @@ async fn undo(
         return Ok(not_writing(ctx));
     }
     if wave_core::history::restores_config(workload) {
-        let (type_, reason, note) = match history::restore(ctx, workload, refs, pin).await? {
+        let (type_, reason, note) = match history::restore(ctx, workload, refs, fetched, pin).await? {
             history::Restored::Done(note) => (EventType::Normal, reason::CONFIG_RESTORED, note),
             history::Restored::Refused(why) => (
                 EventType::Warning,

@@ -1,0 +1,194 @@
+//! H1, the cost of config history (docs/history.md) at the S1 size: wave alone, twice, each time on a
+//! fresh control plane: without history, then with `--config-history` for every workload.
+//!
+//! ```text
+//! testenv up --audit ─► S1's objects (Deployments with their own ConfigMap and Secret)
+//!   ─► wave ─► ready, every workload hashed ─► S1's updates, one at a time (S3 has no Deployments here)
+//!   ─► every snapshot made ─► idle ─► requests by verb and resource (audit log), RSS, snapshot objects
+//! ```
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams};
+use serde::Serialize;
+
+use crate::Args;
+use crate::audit::{self, Counts};
+use crate::controller::{self, Profile, Running};
+use crate::scenarios::{self, CANARY_NS, ControllerResult, TemplateChanges};
+
+type Error = String;
+
+/// One H1 run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct HistoryRun {
+    pub config_history: bool,
+    pub deployments: usize,
+    pub updates: usize,
+    /// S1's latency from a config change to the changed template.
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// wave's requests from its start until every snapshot exists, by `verb resource`.
+    pub requests: Counts,
+    pub requests_total: u64,
+    /// Requests per S1 update (the updates' window only).
+    pub requests_per_update: f64,
+    pub peak_rss_mib: f64,
+    /// After the idle window.
+    pub steady_rss_mib: f64,
+    /// Snapshot ConfigMaps and Secrets, and the bytes of their data.
+    pub snapshot_config_maps: usize,
+    pub snapshot_secrets: usize,
+    pub snapshot_bytes: usize,
+    /// The wait for every snapshot gave up: the counts are partial.
+    pub timed_out: bool,
+}
+
+/// H1: without history, then with it.
+#[derive(Clone, Debug, Serialize)]
+pub struct HistoryCost {
+    pub without: HistoryRun,
+    pub with: HistoryRun,
+}
+
+/// Runs H1 with `wave`'s profile.
+pub async fn run(args: &Args, wave: &Profile) -> Result<HistoryCost, Error> {
+    // Only S1's objects: the other scenarios' Deployments are not created.
+    let args = Args {
+        fanout: 0,
+        storm_deployments: 0,
+        flap_deployments: 0,
+        bad_deployments: 0,
+        ..args.clone()
+    };
+    let without = run_one(&args, wave, false).await?;
+    let mut with_history = wave.clone();
+    with_history.args.push("--config-history".into());
+    let with = run_one(&args, &with_history, true).await?;
+    Ok(HistoryCost { without, with })
+}
+
+async fn run_one(args: &Args, profile: &Profile, history: bool) -> Result<HistoryRun, Error> {
+    let tag = if history { "h1-with" } else { "h1-without" };
+    let dir = std::env::temp_dir().join(format!("wave-bench-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cluster = testenv::Cluster::start_in(dir.clone(), &["--audit"]);
+    let result = run_on(args, profile, history, &cluster).await;
+    if result.is_err() {
+        let log = std::fs::read_to_string(cluster.dir().join("logs/h1.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        eprintln!(
+            "wave's log ends:\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    cluster.stop();
+    if result.is_ok() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+async fn run_on(
+    args: &Args,
+    profile: &Profile,
+    history: bool,
+    cluster: &testenv::Cluster,
+) -> Result<HistoryRun, Error> {
+    let client = cluster.client().await;
+    let user = format!("bench-{}", profile.name);
+    let kubeconfig = cluster.user_kubeconfig(&user, Some("system:masters"));
+    let log = cluster.dir().join("logs/h1.log");
+    let audit_log = cluster.dir().join("logs/audit.log");
+    // The readiness probe's canary is left out, as in the other scenarios.
+    let cost = |from, to| audit::count(&audit_log, &user, CANARY_NS, from, to);
+    scenarios::populate(&client, args, profile).await?;
+    let mut changes = TemplateChanges::start(&client).await?;
+    let started = Timestamp::now();
+    let mut running = Running::start(profile, &kubeconfig, &log).map_err(|e| format!("starting: {e}"))?;
+    scenarios::probe_ready(&client, &mut changes, &mut running).await?;
+    scenarios::wait_all_hashed(&client, args).await?;
+    let mut r = ControllerResult::default();
+    scenarios::spread_and_fan_out(args, &client, &mut changes, &cost, &mut r).await?;
+    // One snapshot per hash each Deployment carried: its first, and one per update it got.
+    let expected = if history {
+        args.deployments + args.updates
+    } else {
+        0
+    };
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let (mut cms, mut secrets, mut bytes) = snapshots(&client).await?;
+    while history && cms < expected && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        (cms, secrets, bytes) = snapshots(&client).await?;
+    }
+    let done = Timestamp::now();
+    tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
+    let (rss, hwm) = controller::rss(running.pid()).ok_or("wave exited")?;
+    running.stop();
+    let requests = cost(started, done);
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let run = HistoryRun {
+        config_history: history,
+        deployments: args.deployments,
+        updates: args.updates,
+        p50_ms: r.s1.p50_ms,
+        p99_ms: r.s1.p99_ms,
+        requests_total: audit::total(&requests),
+        requests,
+        requests_per_update: r.s4.per_change_requests,
+        peak_rss_mib: mib(hwm),
+        steady_rss_mib: mib(rss),
+        snapshot_config_maps: cms,
+        snapshot_secrets: secrets,
+        snapshot_bytes: bytes,
+        timed_out: cms < expected,
+    };
+    eprintln!(
+        "  H1 history {}: {} requests, {:.2} per update, peak {:.1} MiB, steady {:.1} MiB, {} snapshots",
+        if history { "on" } else { "off" },
+        run.requests_total,
+        run.requests_per_update,
+        run.peak_rss_mib,
+        run.steady_rss_mib,
+        run.snapshot_config_maps
+    );
+    Ok(run)
+}
+
+/// The snapshot ConfigMaps and Secrets of the S1 Deployments, and the bytes of their data.
+async fn snapshots(client: &kube::Client) -> Result<(usize, usize, usize), Error> {
+    let lp = ListParams::default().labels("wave.pusher.com/snapshot-kind");
+    let err = |e: kube::Error| e.to_string();
+    let ours = |ns: &Option<String>| ns.as_deref() != Some(CANARY_NS);
+    let cms: Vec<ConfigMap> = Api::<ConfigMap>::all(client.clone())
+        .list(&lp)
+        .await
+        .map_err(err)?
+        .items
+        .into_iter()
+        .filter(|c| ours(&c.metadata.namespace))
+        .collect();
+    let secrets: Vec<Secret> = Api::<Secret>::all(client.clone())
+        .list(&lp)
+        .await
+        .map_err(err)?
+        .items
+        .into_iter()
+        .filter(|s| ours(&s.metadata.namespace))
+        .collect();
+    let bytes = cms
+        .iter()
+        .flat_map(|c| c.data.iter().flatten())
+        .map(|(k, v)| k.len() + v.len())
+        .chain(
+            secrets
+                .iter()
+                .flat_map(|s| s.data.iter().flatten())
+                .map(|(k, v)| k.len() + v.0.len()),
+        )
+        .sum();
+    Ok((cms.len(), secrets.len(), bytes))
+}
