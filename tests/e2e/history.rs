@@ -251,7 +251,7 @@ async fn pod_hashes(client: &kube::Client, ns: &str, name: &str) -> Vec<Option<S
 }
 
 #[tokio::test]
-async fn restore_config_on_undo_restores_the_data_so_the_pods_end_on_the_old_hash_and_refuses_helm_managed_config()
+async fn restore_config_on_undo_restores_the_data_so_the_pods_end_on_the_old_hash_and_refuses_config_helm_or_argo_cd_manages()
  {
     let (client, ns) = setup("restore").await;
     create_configmap(&client, &ns, "app", json!({"level": "info"})).await;
@@ -377,6 +377,42 @@ async fn restore_config_on_undo_restores_the_data_so_the_pods_end_on_the_old_has
         cms.get("app").await.unwrap().data.unwrap()["level"],
         "warn",
         "Helm's ConfigMap is left as it is"
+    );
+
+    // Nor a Secret Argo CD tracks. (Changing it rolls, and ends the pin; then undo once more.)
+    let cm_labels = json!({"metadata": {"labels": {"app.kubernetes.io/managed-by": null}}});
+    patch_configmap(&client, &ns, "app", cm_labels).await;
+    let tracked = json!({"metadata": {"annotations": {"argocd.argoproj.io/tracking-id": "shop:/Secret:ns/db"}},
+                         "stringData": {"password": "argo-password"}});
+    patch_secret(&client, &ns, "db", tracked).await;
+    let h4 = wait_hash_change(&client, &ns, kind, "web", Some(&h1)).await;
+    wait_for("the snapshot of the fourth hash", TIMEOUT, || async {
+        snapshot(&client, &id, &h4).await
+    })
+    .await;
+    settled_revisions(&client, &ns, kind, "web").await;
+    let back = revision_with(&client, &id, &h1).await.number;
+    rollout_undo(&ns, kind, "web", back);
+    wait_for(
+        "a ConfigRestoreRefused Warning naming Argo CD",
+        TIMEOUT,
+        || async {
+            events_for(&client, &ns, "web")
+                .await
+                .into_iter()
+                .find(|(t, r, n)| t == "Warning" && r == "ConfigRestoreRefused" && n.contains("Argo CD"))
+                .map(|_| ())
+        },
+    )
+    .await;
+    let db = Api::<Secret>::namespaced(client.clone(), &ns)
+        .get("db")
+        .await
+        .unwrap();
+    assert_eq!(
+        db.data.unwrap()["password"].0,
+        b"argo-password",
+        "Argo CD's Secret is left as it is"
     );
     assert!(!wave.output().contains(CANARY));
 }
