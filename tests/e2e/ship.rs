@@ -33,6 +33,32 @@ fn helm_template(release: &str, namespace: &str, sets: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+#[test]
+fn a_plain_helm_template_renders_with_the_defaults_of_helm_3_and_helm_4() {
+    // Pipelines and GitOps tools render without --kube-version: Helm 3 then assumes Kubernetes v1.20.0,
+    // which a `kubeVersion` constraint in Chart.yaml would refuse.
+    for helm in ["helm3", "helm4"] {
+        let out = Command::new(helm_bin_dir().join(helm))
+            .args([
+                "template",
+                "wave",
+                repo_root().join("charts/wave").to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{helm} template: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rendered = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            rendered.contains("kind: Deployment"),
+            "{helm} rendered the controller:\n{rendered}"
+        );
+    }
+}
+
 fn docs(yaml: &str) -> Vec<Value> {
     serde_norway::Deserializer::from_str(yaml)
         .map(|d| <Value as serde::Deserialize>::deserialize(d).unwrap())
