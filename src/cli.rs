@@ -17,12 +17,29 @@ use wave_core::duration::parse_go_duration;
 use wave_core::ratelimit;
 use wave_core::workload::WorkloadKind;
 use wave_runtime::config::{
-    BindAddress, CertificateSource, Config, LeaderElection, LogFormat, SecretName, WebhookConfig,
+    BindAddress, BuildInfo, CertificateSource, Config, LeaderElection, LogFormat, SecretName, WebhookConfig,
 };
+
+/// What this binary is: its version, the commit it was built from and when (`build.rs`).
+pub const BUILD: BuildInfo = BuildInfo {
+    version: env!("CARGO_PKG_VERSION"),
+    commit: env!("WAVE_COMMIT"),
+    date: env!("WAVE_BUILD_DATE"),
+};
+
+/// `wave --version`: `wave 0.1.0 (commit 1a2b3c…, built 2026-11-23T18:00:00Z)`.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("WAVE_COMMIT"),
+    ", built ",
+    env!("WAVE_BUILD_DATE"),
+    ")"
+);
 
 /// wave: rolls Deployments, StatefulSets and DaemonSets when their ConfigMaps and Secrets change.
 #[derive(Debug, Parser)]
-#[command(name = "wave", version, about, long_about = None)]
+#[command(name = "wave", version = VERSION, about, long_about = None)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -442,6 +459,7 @@ impl RunArgs {
             max_concurrent_rollouts: self.max_concurrent_rollouts,
             rollout_deadline: self.rollout_deadline,
             config_history: self.config_history,
+            build: BUILD,
         }
     }
 

@@ -57,6 +57,19 @@ pub struct Config {
     pub rollout_deadline: Duration,
     /// Keep config history for every workload that does not say `config-history: "false"`.
     pub config_history: bool,
+    /// What the binary is (`wave_build_info`, the startup log line).
+    pub build: BuildInfo,
+}
+
+/// What the binary is: stamped in at build time by the binary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BuildInfo {
+    /// The crate version (`0.1.0`).
+    pub version: &'static str,
+    /// The git commit it was built from, or `unknown`.
+    pub commit: &'static str,
+    /// When it was built (RFC 3339, UTC).
+    pub date: &'static str,
 }
 
 /// `NAMESPACE/NAME` of a Secret.

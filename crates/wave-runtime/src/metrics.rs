@@ -47,6 +47,150 @@ pub struct WebhookLabels {
     pub result: &'static str,
 }
 
+/// Labels `{version, commit}` of `wave_build_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    /// The crate version.
+    pub version: &'static str,
+    /// The git commit.
+    pub commit: &'static str,
+}
+
+/// Registers `wave_build_info{version, commit} 1` and the standard `process_*` series (read from
+/// `/proc/self` on each scrape) in `registry`.
+pub fn register_process(registry: &mut Registry, build: &crate::config::BuildInfo) {
+    let info: Family<BuildLabels, Gauge> = Family::default();
+    info.get_or_create(&BuildLabels {
+        version: build.version,
+        commit: build.commit,
+    })
+    .set(1);
+    registry.sub_registry_with_prefix("wave").register(
+        "build_info",
+        "The version and commit of the running binary",
+        info,
+    );
+    registry.register_collector(Box::new(ProcessCollector));
+}
+
+/// The `process_*` series Prometheus client libraries export, from `/proc/self` (Linux only; elsewhere
+/// none are served).
+#[derive(Debug)]
+struct ProcessCollector;
+
+/// Linux reports CPU time and start time in clock ticks of `USER_HZ`, 100 on every architecture wave is
+/// built for (reading `sysconf(_SC_CLK_TCK)` would need `unsafe` or libc).
+const USER_HZ: f64 = 100.0;
+
+/// What `/proc/self` says, parsed.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct ProcessStats {
+    cpu_seconds: f64,
+    start_time_seconds: f64,
+    resident_bytes: u64,
+    virtual_bytes: u64,
+    open_fds: u64,
+    max_fds: Option<u64>,
+}
+
+impl ProcessStats {
+    /// From `/proc/self/stat`, `/proc/self/status`, `/proc/self/limits`, the boot time in `/proc/stat`
+    /// and the number of open descriptors. `None` if `stat` cannot be parsed.
+    fn parse(stat: &str, status: &str, limits: &str, proc_stat: &str, open_fds: u64) -> Option<Self> {
+        // The fields after the command name, which is in parentheses and may hold spaces.
+        let fields: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split_whitespace().collect();
+        let field = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+        // stat(5): utime is field 14, stime 15, starttime 22; `fields` starts at field 3.
+        let cpu_seconds = (field(11)? + field(12)?) / USER_HZ;
+        let boot = proc_stat
+            .lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or_default();
+        let kib = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+                .map(|k| k * 1024)
+        };
+        let max_fds = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(3)?.parse().ok());
+        Some(Self {
+            cpu_seconds,
+            start_time_seconds: boot + field(19)? / USER_HZ,
+            resident_bytes: kib("VmRSS:").unwrap_or_default(),
+            virtual_bytes: kib("VmSize:").unwrap_or_default(),
+            open_fds,
+            max_fds,
+        })
+    }
+
+    fn read() -> Option<Self> {
+        let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+        let open_fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64);
+        Self::parse(
+            &read("/proc/self/stat"),
+            &read("/proc/self/status"),
+            &read("/proc/self/limits"),
+            &read("/proc/stat"),
+            open_fds,
+        )
+    }
+}
+
+impl prometheus_client::collector::Collector for ProcessCollector {
+    fn encode(&self, mut encoder: prometheus_client::encoding::DescriptorEncoder<'_>) -> std::fmt::Result {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        let Some(p) = ProcessStats::read() else {
+            return Ok(());
+        };
+        let cpu = ConstCounter::new(p.cpu_seconds);
+        cpu.encode(encoder.encode_descriptor(
+            "process_cpu_seconds",
+            "Total user and system CPU time spent in seconds",
+            None,
+            cpu.metric_type(),
+        )?)?;
+        let mut gauge = |name: &str, help: &str, value: f64| -> std::fmt::Result {
+            let g = ConstGauge::new(value);
+            g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)
+        };
+        gauge(
+            "process_start_time_seconds",
+            "Start time of the process since unix epoch in seconds",
+            p.start_time_seconds,
+        )?;
+        gauge(
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes",
+            p.resident_bytes as f64,
+        )?;
+        gauge(
+            "process_virtual_memory_bytes",
+            "Virtual memory size in bytes",
+            p.virtual_bytes as f64,
+        )?;
+        gauge(
+            "process_open_fds",
+            "Number of open file descriptors",
+            p.open_fds as f64,
+        )?;
+        if let Some(max) = p.max_fds {
+            gauge(
+                "process_max_fds",
+                "Maximum number of open file descriptors",
+                max as f64,
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// Every metric wave serves.
 #[derive(Clone)]
 pub struct Metrics {
@@ -215,5 +359,41 @@ impl Metrics {
             m.rollout_halts.clone(),
         );
         m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_figures_are_read_from_proc_the_way_the_kernel_writes_them() {
+        let stat =
+            "4242 (wave run (x)) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 9 0 12345 99999 2500";
+        let status = "Name:\twave\nVmSize:\t  200000 kB\nVmRSS:\t   40960 kB\n";
+        let limits = "Limit                     Soft Limit           Hard Limit           Units\nMax open files            1048576              1048576              files\n";
+        let proc_stat = "cpu  1 2 3\nbtime 1700000000\n";
+        let p = ProcessStats::parse(stat, status, limits, proc_stat, 17).expect("parses");
+        assert_eq!(
+            p,
+            ProcessStats {
+                cpu_seconds: 3.0,
+                start_time_seconds: 1_700_000_123.45,
+                resident_bytes: 40960 * 1024,
+                virtual_bytes: 200000 * 1024,
+                open_fds: 17,
+                max_fds: Some(1_048_576),
+            }
+        );
+        assert_eq!(ProcessStats::parse("garbage", "", "", "", 0), None);
+    }
+
+    #[test]
+    fn the_live_process_reports_memory_and_cpu() {
+        let p = ProcessStats::read().expect("this test runs on Linux");
+        assert!(
+            p.resident_bytes > 0 && p.open_fds > 0 && p.start_time_seconds > 1.0e9,
+            "{p:?}"
+        );
     }
 }

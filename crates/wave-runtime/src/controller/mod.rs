@@ -59,6 +59,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     let scopes = tracker.scopes().to_vec();
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
+    crate::metrics::register_process(&mut registry, &config.build);
     let hashing = match &config.hash_key_secret {
         Some(secret) => {
             let key = api::read_hash_key(&client, secret)
@@ -107,7 +108,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         metrics.leader.set(1);
     }
     tracing::info!(
-        version = env!("CARGO_PKG_VERSION"),
+        version = config.build.version,
+        commit = config.build.commit,
         namespaces = %config.namespaces.as_ref().map_or("all".to_string(), |n| n.iter().cloned().collect::<Vec<_>>().join(",")),
         update_rate = config.update_rate,
         update_burst = config.update_burst,
