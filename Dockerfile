@@ -4,6 +4,10 @@
 # The binary is glibc linked statically (crt-static), exactly what `make static` builds and tests.
 
 FROM rust:1.95-bookworm AS build
+# The image has no .git: `--build-arg WAVE_COMMIT=$(git rev-parse HEAD)` names the commit in
+# `wave --version` and `wave_build_info` (build.rs).
+ARG WAVE_COMMIT=unknown
+ARG SOURCE_DATE_EPOCH
 WORKDIR /src
 COPY . .
 RUN RUSTFLAGS="-C target-feature=+crt-static" \

@@ -349,3 +349,26 @@ async fn a_hash_key_secret_that_is_missing_or_empty_stops_wave_at_startup_with_a
     assert_eq!(code, 2);
     assert!(err.contains("\"no-slash\" is not NAMESPACE/NAME"), "{err}");
 }
+
+#[tokio::test]
+async fn the_binary_names_its_version_and_commit_on_the_command_line_and_in_metrics() {
+    let (code, out, err) = run_wave(&["--version"], None);
+    assert_eq!(code, 0, "{err}");
+    let commit = out
+        .split("(commit ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("wave --version names its commit: {out}"));
+    assert!(
+        out.starts_with(&format!("wave {} (commit ", env!("CARGO_PKG_VERSION"))) && out.contains(", built "),
+        "{out}"
+    );
+    let (_, ns) = setup("build-info").await;
+    let wave = Wave::start(&[&ns], &[]).await;
+    let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    let commit_label = format!("commit=\"{commit}\"");
+    assert_eq!(wave.metric("wave_build_info", &[&version, &commit_label]), 1.0);
+    assert!(wave.metric("process_resident_memory_bytes", &[]) > 1.0e6);
+    assert!(wave.metric("process_start_time_seconds", &[]) > 1.0e9);
+    assert!(wave.metric("process_open_fds", &[]) > 0.0);
+}
