@@ -82,6 +82,11 @@ pub enum Command {
     /// Show the config a revision changed: ConfigMap values line by line, Secret keys by name only.
     #[command(after_help = "Example:\n  wave diff deployment/web -n shop --revision 3")]
     Diff(DiffArgs),
+    /// Print a shell completion script: `source <(wave completion bash)`.
+    #[command(
+        after_help = "Examples:\n  source <(wave completion bash)\n  wave completion zsh > \"${fpath[1]}/_wave\"\n  wave completion fish > ~/.config/fish/completions/wave.fish"
+    )]
+    Completion(CompletionArgs),
     /// One line per opted-in workload: its hash, whether it is pinned after an undo, whether it keeps
     /// config history, and how its rollout is doing.
     #[command(after_help = "Example:\n  wave status -n shop\n  wave status deployment/web -n shop")]
@@ -96,6 +101,24 @@ const HASH_EXAMPLES: &str = "Examples:
 
 Exit codes: 0 ok, 1 required config missing from the manifests, 2 unreadable input";
 
+/// How a client command reaches the cluster, with kubectl's meaning of each flag.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ClusterArgs {
+    /// The kubeconfig file (default: `$KUBECONFIG`, then `~/.kube/config`, then the in-cluster
+    /// service account).
+    #[arg(long)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// The user to impersonate.
+    #[arg(long = "as", value_name = "USER")]
+    pub as_user: Option<String>,
+    /// A group to impersonate; repeat for several.
+    #[arg(long = "as-group", value_name = "GROUP")]
+    pub as_group: Vec<String>,
+}
+
 /// Output format of the client commands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Output {
@@ -103,6 +126,8 @@ pub enum Output {
     Table,
     /// For scripts.
     Json,
+    /// For scripts and people: the same document as `json`, as YAML.
+    Yaml,
 }
 
 /// Flags of `wave hash`.
@@ -138,6 +163,9 @@ pub struct ExplainArgs {
     /// Namespace; defaults to the kubeconfig's.
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// The `--hash-key-secret` wave runs with, so that the desired hash matches the controller's.
     #[arg(long, env = "WAVE_HASH_KEY_SECRET", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
     pub hash_key_secret: Option<SecretName>,
@@ -154,6 +182,9 @@ pub struct ImpactArgs {
     /// Namespace of the object; defaults to the kubeconfig's.
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// Only these keys change: workloads using only other keys are listed as unaffected.
     #[arg(long, value_delimiter = ',')]
     pub keys: Option<Vec<String>>,
@@ -170,6 +201,9 @@ pub struct ResumeArgs {
     /// Namespace of the object; defaults to the kubeconfig's.
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 /// Flags of `wave unpin`.
@@ -180,6 +214,9 @@ pub struct UnpinArgs {
     /// Namespace of the workload; defaults to the kubeconfig's.
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 /// Flags of `wave history`.
@@ -190,6 +227,9 @@ pub struct HistoryArgs {
     /// Namespace of the workload; defaults to the kubeconfig's.
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
@@ -203,9 +243,20 @@ pub struct DiffArgs {
     /// Namespace of the workload; defaults to the kubeconfig's.
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// The revision whose change to show, from the revision before it (`wave history` lists them).
     #[arg(long)]
     pub revision: i64,
+}
+
+/// Flags of `wave completion`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct CompletionArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// Flags of `wave status`.
@@ -216,6 +267,9 @@ pub struct StatusArgs {
     /// Namespace; defaults to the kubeconfig's.
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,

@@ -9,8 +9,8 @@ use wave_core::refs::{self, Keys};
 use wave_core::undo::Pin;
 use wave_runtime::api;
 
-use super::{CommandError, workload_target};
-use crate::cli::{ExplainArgs, Output};
+use super::{CommandError, cluster_error, workload_target};
+use crate::cli::ExplainArgs;
 
 #[derive(serde::Serialize)]
 struct ReferenceView {
@@ -38,14 +38,11 @@ struct Explanation {
 
 /// Runs `wave explain`.
 pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
-    let (client, ns) = super::client_in(args.namespace.as_deref()).await?;
+    let (client, ns) = super::client_in(&args.cluster, args.namespace.as_deref()).await?;
     let id = workload_target(&args.target, &ns)?;
     let workload = api::get_workload(&client, &id)
         .await
-        .map_err(|e| CommandError::Cluster {
-            what: format!("reading {id}"),
-            source: Box::new(e),
-        })?
+        .map_err(cluster_error(format!("reading {id}")))?
         .ok_or_else(|| CommandError::NotFound(id.to_string()))?;
     // Show the references even when the workload is not opted in, so the opt-in can be checked.
     let refs = refs::discover(&ns, &workload.annotations, &workload.template);
@@ -53,10 +50,7 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
     for key in refs.keys() {
         let found = api::fetch_content(&client, &key)
             .await
-            .map_err(|e| CommandError::Cluster {
-                what: format!("reading {key}"),
-                source: Box::new(e),
-            })?;
+            .map_err(cluster_error(format!("reading {key}")))?;
         if let Some((_, content)) = found {
             fetched.insert(key, std::sync::Arc::new(content));
         }
@@ -108,10 +102,7 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
     ];
     let hold = api::wave_events(&client, &id, &reasons)
         .await
-        .map_err(|e| CommandError::Cluster {
-            what: format!("reading the Events of {id}"),
-            source: Box::new(e),
-        })?
+        .map_err(cluster_error(format!("reading the Events of {id}")))?
         .pop()
         .and_then(|e| {
             let since = e.event_time.map(|t| t.0.to_string()).unwrap_or_default();
@@ -199,9 +190,8 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
         status,
         reason,
     };
-    match args.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&e).unwrap_or_default()),
-        Output::Table => print_table(&e),
+    if !super::print_structured(args.output, &e) {
+        print_table(&e);
     }
     Ok(ExitCode::SUCCESS)
 }

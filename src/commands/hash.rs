@@ -59,6 +59,7 @@ pub fn run(args: &HashArgs) -> Result<ExitCode, CommandError> {
                 "{}",
                 serde_json::to_string_pretty(&hashed).unwrap_or_default()
             ),
+            Output::Yaml => write!(out, "{}", serde_norway::to_string(&hashed).unwrap_or_default()),
             Output::Table => hashed
                 .iter()
                 .try_for_each(|h| writeln!(out, "{} {}/{} {}", h.kind, h.namespace, h.name, h.hash)),

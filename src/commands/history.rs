@@ -13,8 +13,8 @@ use wave_core::history::{self, Change, Revision, Snapshot};
 use wave_core::workload::Workload;
 use wave_runtime::api;
 
-use super::{CommandError, cluster, read_workload};
-use crate::cli::{DiffArgs, HistoryArgs, Output};
+use super::{CommandError, cluster_error, read_workload};
+use crate::cli::{DiffArgs, HistoryArgs};
 
 /// One revision with its snapshot, if wave kept one.
 struct Entry {
@@ -32,7 +32,7 @@ async fn entries(client: &kube::Client, workload: &Workload) -> Result<Vec<Entry
     }
     let mut revisions = api::list_revisions(client, id, &workload.uid, "")
         .await
-        .map_err(cluster(format!("listing the revisions of {id}")))?;
+        .map_err(cluster_error(format!("listing the revisions of {id}")))?;
     revisions.sort_by_key(|r| r.number);
     let mut out = Vec::new();
     for revision in revisions {
@@ -40,7 +40,9 @@ async fn entries(client: &kube::Client, workload: &Workload) -> Result<Vec<Entry
         if let Some(hash) = &revision.hash {
             let found = api::get_snapshot(client, id, hash)
                 .await
-                .map_err(cluster(format!("reading the config snapshot of {id} at {hash}")))?;
+                .map_err(cluster_error(format!(
+                    "reading the config snapshot of {id} at {hash}"
+                )))?;
             if let Some((cm, secret)) = found {
                 let read =
                     Snapshot::read(&cm, secret.as_ref()).map_err(|e| CommandError::Input(e.to_string()))?;
@@ -78,7 +80,7 @@ struct RevisionView {
 
 /// Runs `wave history`.
 pub async fn run_history(args: &HistoryArgs) -> Result<ExitCode, CommandError> {
-    let (client, ns) = super::client_in(args.namespace.as_deref()).await?;
+    let (client, ns) = super::client_in(&args.cluster, args.namespace.as_deref()).await?;
     let workload = read_workload(&client, &args.target, &ns).await?;
     let entries = entries(&client, &workload).await?;
     let current = workload.current_hash();
@@ -96,8 +98,7 @@ pub async fn run_history(args: &HistoryArgs) -> Result<ExitCode, CommandError> {
             }
         })
         .collect();
-    if args.output == Output::Json {
-        println!("{}", serde_json::to_string_pretty(&views).unwrap_or_default());
+    if super::print_structured(args.output, &views) {
         return Ok(ExitCode::SUCCESS);
     }
     println!("{} (newest first)", workload.id);
@@ -131,7 +132,7 @@ pub async fn run_history(args: &HistoryArgs) -> Result<ExitCode, CommandError> {
 
 /// Runs `wave diff`.
 pub async fn run_diff(args: &DiffArgs) -> Result<ExitCode, CommandError> {
-    let (client, ns) = super::client_in(args.namespace.as_deref()).await?;
+    let (client, ns) = super::client_in(&args.cluster, args.namespace.as_deref()).await?;
     let workload = read_workload(&client, &args.target, &ns).await?;
     let entries = entries(&client, &workload).await?;
     let Some(at) = entries.iter().position(|e| e.revision.number == args.revision) else {

@@ -10,7 +10,7 @@ use wave_core::pace::{self, Marker};
 use wave_core::workload::Workload;
 use wave_runtime::api;
 
-use super::{CommandError, all_workloads, config_target, halts_of};
+use super::{CommandError, all_workloads, cluster_error, config_target, halts_of};
 use crate::cli::{ImpactArgs, Output};
 
 #[derive(serde::Serialize)]
@@ -25,22 +25,18 @@ struct Row {
 
 /// Runs `wave impact`.
 pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
-    let (client, ns) = super::client_in(args.namespace.as_deref()).await?;
+    let (client, ns) = super::client_in(&args.cluster, args.namespace.as_deref()).await?;
     let key = config_target(&args.target, &ns)?;
     let changed: Option<BTreeSet<String>> = args.keys.as_ref().map(|k| k.iter().cloned().collect());
     let meta = api::config_metadata(&client, &key)
         .await
-        .map_err(|e| CommandError::Cluster {
-            what: format!("reading {key}"),
-            source: Box::new(e),
-        })?;
+        .map_err(cluster_error(format!("reading {key}")))?;
     if meta.as_ref().is_some_and(is_ignored) {
-        match args.output {
-            Output::Json => println!("[]"),
-            Output::Table => println!(
+        if !super::print_structured(args.output, &Vec::<()>::new()) {
+            println!(
                 "{key} is ignored ({}: \"true\"): a change to it rolls nothing.",
                 names::IGNORE
-            ),
+            );
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -66,7 +62,9 @@ pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
         .filter(|r| r.impact != Impact::NotReferenced)
         .collect();
     match args.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default()),
+        Output::Json | Output::Yaml => {
+            super::print_structured(args.output, &rows);
+        }
         Output::Table if rows.is_empty() => println!("No opted-in workload references {key}."),
         Output::Table => {
             for (halt, _) in &halts {

@@ -20,6 +20,8 @@ use wave_core::refs::{ConfigKey, ConfigKind};
 use wave_core::workload::{Workload, WorkloadKind, WorkloadRef};
 use wave_runtime::api;
 
+use crate::cli::{ClusterArgs, Output};
+
 /// `wave run`'s default `--max-gate-duration`, which `wave explain` assumes when it says whether a gate
 /// has timed out.
 pub const DEFAULT_MAX_GATE: Duration = Duration::from_secs(600);
@@ -39,6 +41,16 @@ pub enum CommandError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// No client could be configured: a kubeconfig, context or in-cluster setting is missing or wrong
+    /// (exit 3).
+    #[error("{what}")]
+    Config {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The object does not exist (exit 3).
     #[error("{0} not found")]
     NotFound(String),
@@ -49,26 +61,64 @@ impl CommandError {
     pub fn exit_code(&self) -> ExitCode {
         match self {
             CommandError::Input(_) => ExitCode::from(2),
-            CommandError::Cluster { .. } | CommandError::NotFound(_) => ExitCode::from(3),
+            CommandError::Cluster { .. } | CommandError::Config { .. } | CommandError::NotFound(_) => {
+                ExitCode::from(3)
+            }
         }
     }
 }
 
-/// A client from the kubeconfig (or in-cluster configuration) and its default namespace.
-pub async fn client() -> Result<kube::Client, CommandError> {
-    kube::Client::try_default()
-        .await
-        .map_err(|e| CommandError::Cluster {
-            what: "cannot configure the Kubernetes client".into(),
-            source: Box::new(e),
-        })
+/// A client as `cluster` says (kubectl's flags and defaults), and `namespace` or else the
+/// kubeconfig context's namespace.
+pub async fn client_in(
+    cluster: &ClusterArgs,
+    namespace: Option<&str>,
+) -> Result<(kube::Client, String), CommandError> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let fail = |what: &str| {
+        let what = what.to_string();
+        move |e: Box<dyn std::error::Error + Send + Sync>| CommandError::Config { what, source: e }
+    };
+    let options = KubeConfigOptions {
+        context: cluster.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let mut config = match &cluster.kubeconfig {
+        Some(path) => {
+            let what = format!("cannot read the kubeconfig {}", path.display());
+            let file = Kubeconfig::read_from(path).map_err(|e| fail(&what)(e.into()))?;
+            kube::Config::from_custom_kubeconfig(file, &options)
+                .await
+                .map_err(|e| fail(&what)(e.into()))?
+        }
+        None if cluster.context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| fail("cannot load the kubeconfig context")(e.into()))?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| fail("cannot configure the Kubernetes client")(e.into()))?,
+    };
+    if let Some(user) = &cluster.as_user {
+        config.auth_info.impersonate = Some(user.clone());
+    }
+    if !cluster.as_group.is_empty() {
+        config.auth_info.impersonate_groups = Some(cluster.as_group.clone());
+    }
+    let ns = namespace.map_or_else(|| config.default_namespace.clone(), str::to_string);
+    let client =
+        kube::Client::try_from(config).map_err(cluster_error("cannot build the Kubernetes client"))?;
+    Ok((client, ns))
 }
 
-/// A client, and `namespace` or else the kubeconfig's default namespace.
-pub async fn client_in(namespace: Option<&str>) -> Result<(kube::Client, String), CommandError> {
-    let client = client().await?;
-    let ns = namespace.map_or_else(|| client.default_namespace().to_string(), str::to_string);
-    Ok((client, ns))
+/// Prints `value` as `output` asks when it is a structured format (JSON or YAML); false for a table,
+/// which the caller prints.
+pub fn print_structured<T: serde::Serialize>(output: Output, value: &T) -> bool {
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(value).unwrap_or_default()),
+        Output::Yaml => print!("{}", serde_norway::to_string(value).unwrap_or_default()),
+        Output::Table => return false,
+    }
+    true
 }
 
 /// The config object `configmap/NAME` or `secret/NAME` names in `namespace`.
@@ -168,7 +218,7 @@ pub fn print_table<const N: usize>(header: [&str; N], rows: &[[String; N]]) {
 }
 
 /// Maps a cluster error to a [`CommandError`] saying what was being done.
-pub fn cluster(what: impl Into<String>) -> impl FnOnce(kube::Error) -> CommandError {
+pub fn cluster_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> CommandError {
     let what = what.into();
     move |e| CommandError::Cluster {
         what,
@@ -185,6 +235,6 @@ pub async fn read_workload(
     let id = workload_target(target, namespace)?;
     api::get_workload(client, &id)
         .await
-        .map_err(cluster(format!("reading {id}")))?
+        .map_err(cluster_error(format!("reading {id}")))?
         .ok_or_else(|| CommandError::NotFound(id.to_string()))
 }

@@ -12,12 +12,12 @@ use wave_core::names;
 use wave_core::pace::Marker;
 use wave_runtime::api;
 
-use super::{CommandError, all_workloads, config_target, halts_of};
+use super::{CommandError, all_workloads, cluster_error, config_target, halts_of};
 use crate::cli::ResumeArgs;
 
 /// Runs `wave resume`.
 pub async fn run(args: &ResumeArgs) -> Result<ExitCode, CommandError> {
-    let (client, ns) = super::client_in(args.namespace.as_deref()).await?;
+    let (client, ns) = super::client_in(&args.cluster, args.namespace.as_deref()).await?;
     let key = config_target(&args.target, &ns)?;
     let workloads = all_workloads(&client).await?;
     let halts = halts_of(&workloads, &key);
@@ -32,10 +32,7 @@ pub async fn run(args: &ResumeArgs) -> Result<ExitCode, CommandError> {
         let body = json!({"metadata": {"annotations": {(names::HALT_RELEASED): marker.hash}}});
         api::patch_workload(&client, &failed.id, &body)
             .await
-            .map_err(|e| CommandError::Cluster {
-                what: format!("marking {} released", failed.id),
-                source: Box::new(e),
-            })?;
+            .map_err(cluster_error(format!("marking {} released", failed.id)))?;
         println!("Released: {}.", halt.describe());
     }
     Ok(ExitCode::SUCCESS)

@@ -12,8 +12,8 @@ use wave_core::undo::Pin;
 use wave_core::workload::{Workload, WorkloadKind};
 use wave_runtime::api;
 
-use super::{CommandError, cluster, read_workload};
-use crate::cli::{Output, StatusArgs};
+use super::{CommandError, cluster_error, read_workload};
+use crate::cli::StatusArgs;
 
 #[derive(serde::Serialize)]
 struct StatusView {
@@ -49,7 +49,7 @@ fn view(w: &Workload, now: Timestamp) -> StatusView {
 
 /// Runs `wave status`.
 pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
-    let (client, ns) = super::client_in(args.namespace.as_deref()).await?;
+    let (client, ns) = super::client_in(&args.cluster, args.namespace.as_deref()).await?;
     let workloads = match &args.target {
         Some(target) => vec![read_workload(&client, target, &ns).await?],
         None => {
@@ -64,7 +64,9 @@ pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
                     {
                         continue;
                     }
-                    other => other.map_err(cluster(format!("listing {} in {ns}", kind.info().plural)))?,
+                    other => {
+                        other.map_err(cluster_error(format!("listing {} in {ns}", kind.info().plural)))?
+                    }
                 };
                 for object in listed.items {
                     let w = api::to_workload(kind, object).map_err(|e| CommandError::Input(e.to_string()))?;
@@ -78,8 +80,7 @@ pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
     };
     let now = Timestamp::now();
     let views: Vec<StatusView> = workloads.iter().map(|w| view(w, now)).collect();
-    if args.output == Output::Json {
-        println!("{}", serde_json::to_string_pretty(&views).unwrap_or_default());
+    if super::print_structured(args.output, &views) {
         return Ok(ExitCode::SUCCESS);
     }
     if views.is_empty() {

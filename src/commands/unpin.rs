@@ -6,22 +6,16 @@ use std::process::ExitCode;
 use wave_core::undo::{self, Pin};
 use wave_runtime::api;
 
-use super::{CommandError, workload_target};
+use super::{CommandError, cluster_error, workload_target};
 use crate::cli::UnpinArgs;
 
 /// Runs `wave unpin`.
 pub async fn run(args: &UnpinArgs) -> Result<ExitCode, CommandError> {
-    let (client, ns) = super::client_in(args.namespace.as_deref()).await?;
+    let (client, ns) = super::client_in(&args.cluster, args.namespace.as_deref()).await?;
     let id = workload_target(&args.target, &ns)?;
-    let cluster = |what: String| {
-        move |e: kube::Error| CommandError::Cluster {
-            what,
-            source: Box::new(e),
-        }
-    };
     let workload = api::get_workload(&client, &id)
         .await
-        .map_err(cluster(format!("reading {id}")))?
+        .map_err(cluster_error(format!("reading {id}")))?
         .ok_or_else(|| CommandError::NotFound(id.to_string()))?;
     let Some(pin) = Pin::read(&workload) else {
         println!("{id} is not pinned.");
@@ -29,7 +23,7 @@ pub async fn run(args: &UnpinArgs) -> Result<ExitCode, CommandError> {
     };
     api::patch_workload(&client, &id, &undo::unpin_patch())
         .await
-        .map_err(cluster(format!("unpinning {id}")))?;
+        .map_err(cluster_error(format!("unpinning {id}")))?;
     println!(
         "Unpinned {id} (it was pinned at {}); wave now rolls it to its current config.",
         pin.hash

@@ -319,3 +319,78 @@ async fn helm3_install_with_the_wave_executable_as_post_renderer_creates_one_rep
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_cluster_flags_mean_what_they_mean_to_kubectl_and_yaml_output_is_the_json_document() {
+    let (client, ns) = setup("cli-flags").await;
+    create_configmap(&client, &ns, "cfg", json!({"a": "1"})).await;
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
+    create_workload(&client, &ns, WorkloadKind::DEPLOYMENT, "web", opted_in(&[]), spec).await;
+    let kubeconfig = cluster().kubeconfig();
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    // No KUBECONFIG in the environment: only the flags say where the cluster is.
+    let explain = |extra: &[&str]| {
+        let mut args = vec!["explain", "deployment/web", "-n", &ns, "--kubeconfig", kubeconfig];
+        args.extend_from_slice(extra);
+        run_wave(&args, None)
+    };
+    let (code, json_out, err) = explain(&["-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, yaml_out, err) = explain(&["-o", "yaml", "--context", "testenv"]);
+    assert_eq!(code, 0, "{err}");
+    let from_json: Value = serde_json::from_str(&json_out).unwrap();
+    let from_yaml: Value = serde_norway::from_str(&yaml_out).unwrap();
+    assert_eq!(from_yaml, from_json, "-o yaml is the same document as -o json");
+
+    let (code, _, err) = explain(&["--context", "no-such-context"]);
+    assert_eq!(code, 3, "an unknown context is a cluster error: {err}");
+    assert!(
+        err.contains("kubeconfig") && err.contains("no-such-context"),
+        "{err}"
+    );
+    let (code, _, err) = run_wave(
+        &[
+            "explain",
+            "deployment/web",
+            "-n",
+            &ns,
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ],
+        None,
+    );
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("/nonexistent/kubeconfig"),
+        "the file is named: {err}"
+    );
+
+    // Impersonation: a user with no rights is refused; the same user in system:masters is not.
+    let (code, _, err) = explain(&["--as", "wave-test-nobody"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("forbidden") && err.contains("wave-test-nobody"),
+        "{err}"
+    );
+    let (code, _, err) = explain(&["--as", "wave-test-nobody", "--as-group", "system:masters"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn completion_scripts_are_printed_for_bash_zsh_and_fish() {
+    for (shell, marker) in [
+        ("bash", "complete -F _wave"),
+        ("zsh", "#compdef wave"),
+        ("fish", "complete -c wave"),
+    ] {
+        let (code, out, err) = run_wave(&["completion", shell], None);
+        assert_eq!(code, 0, "{shell}: {err}");
+        assert!(out.contains(marker), "{shell}: {}", &out[..out.len().min(300)]);
+        assert!(
+            out.contains("history") && out.contains("unpin"),
+            "{shell}: names the subcommands"
+        );
+    }
+    let (code, _, err) = run_wave(&["completion", "tcsh"], None);
+    assert_eq!(code, 2, "an unknown shell is a usage error: {err}");
+}
