@@ -100,8 +100,9 @@ spec:
     )
 }
 
-const STUB_CRDS: [(&str, &str); 3] = [
+const STUB_CRDS: [(&str, &str); 4] = [
     ("monitoring.coreos.com", "ServiceMonitor"),
+    ("monitoring.coreos.com", "PodMonitor"),
     ("cert-manager.io", "Issuer"),
     ("cert-manager.io", "Certificate"),
 ];
@@ -182,6 +183,31 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
         ],
         vec!["rbac.legacyWaveCleanup=false", "cronJobs.enabled=true"],
         vec!["configHistory.enabled=true", "configHistory.allWorkloads=true"],
+        vec![
+            "fullnameOverride=wave-ctl",
+            "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "extraEnv[0].name=HTTPS_PROXY",
+            "extraEnv[0].value=http://proxy:3128",
+            "extraEnvFrom[0].configMapRef.name=proxy",
+            "extraVolumes[0].name=tmp",
+            "extraVolumes[0].emptyDir.medium=Memory",
+            "extraVolumeMounts[0].name=tmp",
+            "extraVolumeMounts[0].mountPath=/tmp",
+            "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/wave",
+            "serviceAccount.labels.team=platform",
+            "deploymentAnnotations.team=platform",
+            "pdb.enabled=true",
+            "pdb.maxUnavailable=1",
+            "metrics.podMonitor.enabled=true",
+            "metrics.serviceMonitor.enabled=true",
+            "metrics.serviceMonitor.scrapeTimeout=10s",
+            "metrics.serviceMonitor.relabelings[0].action=labeldrop",
+            "metrics.serviceMonitor.relabelings[0].regex=pod",
+            "healthPort=9090",
+            "livenessProbe.periodSeconds=20",
+            "revisionHistoryLimit=3",
+        ],
+        vec!["nameOverride=config-roller", "webhook.enabled=true", "global.rbac.enabled=true"],
         vec!["configHistory.enabled=true", "rbac.namespaced=true", &namespaces],
         vec!["cronJobs.enabled=true", "rbac.namespaced=true", &namespaces],
     ];
@@ -584,4 +610,111 @@ async fn a_denied_patch_is_an_event_a_metric_and_a_log_line_and_wave_stays_ready
         "one refused object does not make wave unready"
     );
     assert_eq!(hash_of(&client, &ns, WorkloadKind::DEPLOYMENT, "web").await, None);
+}
+
+/// The values table of `charts/wave/README.md`, from `values.schema.json` (types, descriptions) and
+/// `values.yaml` (defaults): the README is generated, so it cannot drift from the chart.
+fn chart_values_table() -> String {
+    let chart = repo_root().join("charts/wave");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(chart.join("values.schema.json")).unwrap()).unwrap();
+    let values: serde_json::Value =
+        serde_norway::from_str(&std::fs::read_to_string(chart.join("values.yaml")).unwrap()).unwrap();
+    fn rows(
+        schema: &serde_json::Value,
+        values: Option<&serde_json::Value>,
+        path: &str,
+        out: &mut Vec<String>,
+    ) {
+        for (key, prop) in schema["properties"].as_object().into_iter().flatten() {
+            let path = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            let value = values.and_then(|v| v.get(key));
+            if prop.get("properties").is_some() {
+                rows(prop, value, &path, out);
+                continue;
+            }
+            let kind = match &prop["type"] {
+                serde_json::Value::Array(kinds) => kinds
+                    .iter()
+                    .filter_map(|k| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+                k => k.as_str().unwrap_or_default().to_string(),
+            };
+            let default = value.map_or("—".to_string(), |v| {
+                format!("`{}`", serde_json::to_string(v).unwrap())
+            });
+            let description = prop["description"].as_str().unwrap_or_default();
+            out.push(format!("| `{path}` | {kind} | {default} | {description} |"));
+        }
+    }
+    let mut out = Vec::new();
+    rows(&schema, Some(&values), "", &mut out);
+    out.join("\n")
+}
+
+#[test]
+fn the_chart_readme_is_generated_from_its_schema_and_values() {
+    let text = format!(
+        "# The wave Helm chart\n\n\
+         <!-- Generated from values.schema.json and values.yaml by \
+         `UPDATE_GOLDEN=1 cargo test --test e2e ship::the_chart_readme`; edit those, not this. -->\n\n\
+         wave rolls Deployments, StatefulSets and DaemonSets when the ConfigMaps and Secrets they use change\n\
+         (a drop-in replacement for Wave). Install, upgrade and namespaced mode: \
+         [docs/install.md](../../docs/install.md).\n\n\
+         ```sh\nhelm install wave charts/wave --namespace wave-system --create-namespace \\\n  \
+         --set image.repository=<registry>/wave\n```\n\n\
+         A value the schema does not know fails the install. Wave's chart keys (`image.name`, \
+         `webhooks.enabled`, `annotations`, `global.imagePullSecrets`, `global.rbac.enabled`) are read as \
+         ours, with a deprecation line in the install notes \
+         ([docs/migrating-from-wave.md](../../docs/migrating-from-wave.md)).\n\n\
+         | Value | Type | Default | Meaning |\n|---|---|---|---|\n{}\n",
+        chart_values_table()
+    );
+    crate::hash_golden::check_golden(&repo_root().join("charts/wave/README.md"), &text);
+}
+
+#[test]
+fn a_typo_in_the_values_fails_the_install_and_wave_chart_keys_are_read_as_ours() {
+    let render = |sets: &[&str]| {
+        let mut c = Command::new(helm_bin_dir().join("helm4"));
+        c.args(["template", "r", repo_root().join("charts/wave").to_str().unwrap()]);
+        for s in sets {
+            c.args(["--set", s]);
+        }
+        c.output().unwrap()
+    };
+    let out = render(&["replica=2"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("additional properties 'replica' not allowed"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = render(&["logFormat=xml"]);
+    assert!(!out.status.success(), "an unknown log format is refused");
+    let out = render(&[
+        "image.name=registry.example/wave",
+        "webhooks.enabled=true",
+        "annotations.team=platform",
+        "global.imagePullSecrets[0].name=pull",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let docs = docs(&String::from_utf8_lossy(&out.stdout));
+    let deployment = docs.iter().find(|d| kind(d) == "Deployment").unwrap();
+    let pod = &deployment["spec"]["template"];
+    assert_eq!(
+        pod["spec"]["containers"][0]["image"].as_str(),
+        Some("registry.example/wave:0.1.0")
+    );
+    assert_eq!(pod["metadata"]["annotations"]["team"].as_str(), Some("platform"));
+    assert_eq!(pod["spec"]["imagePullSecrets"][0]["name"].as_str(), Some("pull"));
+    assert!(
+        docs.iter().any(|d| kind(d) == "MutatingWebhookConfiguration"),
+        "webhooks.enabled is webhook.enabled"
+    );
 }

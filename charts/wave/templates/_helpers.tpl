@@ -1,13 +1,31 @@
+{{- define "wave.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "wave.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "wave.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "wave.image" -}}
+{{- $repository := .Values.image.name | default .Values.image.repository -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "wave.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "wave.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
@@ -15,7 +33,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{- define "wave.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "wave.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
@@ -58,7 +76,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create]
-{{- if .Values.webhook.enabled }}
+{{- if include "wave.webhookEnabled" . }}
 # Pods held by the released scheduling gate, which StatefulSets and DaemonSets never replace.
 - apiGroups: [""]
   resources: [pods]
@@ -76,4 +94,21 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{- define "wave.leaderElection" -}}
 {{- if gt (int .Values.replicas) 1 }}true{{ else }}false{{ end -}}
+{{- end -}}
+
+{{/* Wave's chart keys, accepted with a deprecation line in NOTES.txt (docs/migrating-from-wave.md). */}}
+{{- define "wave.webhookEnabled" -}}
+{{- if or .Values.webhook.enabled .Values.webhooks.enabled }}true{{ end -}}
+{{- end -}}
+
+{{- define "wave.rbacCreate" -}}
+{{- if and .Values.rbac.create (dig "rbac" "enabled" true (.Values.global | default dict)) }}true{{ end -}}
+{{- end -}}
+
+{{- define "wave.imagePullSecrets" -}}
+{{- concat (.Values.imagePullSecrets | default list) (dig "imagePullSecrets" list (.Values.global | default dict)) | toYaml -}}
+{{- end -}}
+
+{{- define "wave.podAnnotations" -}}
+{{- merge (dict) (.Values.podAnnotations | default dict) (.Values.annotations | default dict) | toYaml -}}
 {{- end -}}
