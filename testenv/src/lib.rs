@@ -312,6 +312,24 @@ impl Faults {
     }
 }
 
+/// The `promtool` binary, built from its pinned Go module on first use (`hack/testenv build-promtool`).
+pub fn promtool() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = Command::new(repo_root().join("hack/testenv"))
+            .arg("build-promtool")
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("hack/testenv build-promtool");
+        assert!(
+            out.status.success(),
+            "hack/testenv build-promtool failed; its output is above"
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
+    .join("promtool")
+}
+
 /// The directory holding `helm3` and `helm4`, built from their pinned Go modules on first use.
 pub fn helm_bin_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();

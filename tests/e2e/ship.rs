@@ -100,9 +100,10 @@ spec:
     )
 }
 
-const STUB_CRDS: [(&str, &str); 4] = [
+const STUB_CRDS: [(&str, &str); 5] = [
     ("monitoring.coreos.com", "ServiceMonitor"),
     ("monitoring.coreos.com", "PodMonitor"),
+    ("monitoring.coreos.com", "PrometheusRule"),
     ("cert-manager.io", "Issuer"),
     ("cert-manager.io", "Certificate"),
 ];
@@ -207,7 +208,11 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
             "livenessProbe.periodSeconds=20",
             "revisionHistoryLimit=3",
         ],
-        vec!["nameOverride=config-roller", "webhook.enabled=true", "global.rbac.enabled=true"],
+        vec![
+            "nameOverride=config-roller",
+            "webhook.enabled=true",
+            "global.rbac.enabled=true",
+        ],
         vec!["configHistory.enabled=true", "rbac.namespaced=true", &namespaces],
         vec!["cronJobs.enabled=true", "rbac.namespaced=true", &namespaces],
     ];
@@ -716,5 +721,159 @@ fn a_typo_in_the_values_fails_the_install_and_wave_chart_keys_are_read_as_ours()
     assert!(
         docs.iter().any(|d| kind(d) == "MutatingWebhookConfiguration"),
         "webhooks.enabled is webhook.enabled"
+    );
+}
+
+/// Every metric name `/metrics` can serve, from its `# TYPE` lines (a counter `x` is served as
+/// `x_total`, a histogram as `x_bucket`, `x_sum` and `x_count`).
+fn exported_metrics(body: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for line in body.lines() {
+        let mut parts = line.split_whitespace();
+        if parts.next() != Some("#") || parts.next() != Some("TYPE") {
+            continue;
+        }
+        let (Some(name), Some(kind)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        match kind {
+            "counter" => {
+                names.insert(format!("{name}_total"));
+            }
+            "histogram" => {
+                for suffix in ["_bucket", "_sum", "_count"] {
+                    names.insert(format!("{name}{suffix}"));
+                }
+            }
+            _ => {
+                names.insert(name.to_string());
+            }
+        }
+    }
+    names
+}
+
+/// The metric names a PromQL expression uses (wave's and the process series).
+fn metrics_in(expr: &str) -> Vec<String> {
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|t| t.starts_with("wave_") || t.starts_with("process_"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `/metrics` as wave serves it once every labelled family has a series (a family without any is not
+/// encoded at all): the registry `wave run` builds, with one series touched in each family.
+fn every_metric_wave_serves() -> String {
+    use wave_runtime::metrics::{self, KindError, KindLabel, KindResult, ResourceLabel, WebhookLabels};
+    let mut registry = prometheus_client::registry::Registry::default();
+    let m = metrics::Metrics::new(&mut registry);
+    metrics::register_process(&mut registry, &wave::cli::BUILD);
+    let (kind, resource) = ("Deployment", "configmaps");
+    m.reconciles
+        .get_or_create(&KindResult {
+            kind,
+            result: "written",
+        })
+        .inc();
+    m.reconcile_errors
+        .get_or_create(&KindError {
+            kind,
+            error: "patch_workload",
+        })
+        .inc();
+    m.rollouts.get_or_create(&KindLabel { kind }).inc();
+    m.content_fetches
+        .get_or_create(&KindLabel { kind: "ConfigMap" })
+        .inc();
+    m.watch_events.get_or_create(&ResourceLabel { resource }).inc();
+    m.watch_errors.get_or_create(&ResourceLabel { resource }).inc();
+    m.webhook_requests
+        .get_or_create(&WebhookLabels { result: "hashed" })
+        .inc();
+    let mut body = String::new();
+    prometheus_client::encoding::text::encode(&mut body, &registry).unwrap();
+    body
+}
+
+#[tokio::test]
+async fn the_alerts_pass_promtool_and_alerts_and_dashboard_use_only_metrics_wave_exports() {
+    let rendered = helm_template(
+        "obs",
+        "wave-system",
+        &["prometheusRule.enabled=true", "grafanaDashboard.enabled=true"],
+    );
+    let docs = docs(&rendered);
+    let rule = docs
+        .iter()
+        .find(|d| kind(d) == "PrometheusRule")
+        .expect("a PrometheusRule");
+    let file = std::env::temp_dir().join(format!("wave-rules-{}.yaml", std::process::id()));
+    std::fs::write(
+        &file,
+        to_yaml(&[serde_norway::from_str(&format!(
+            "groups: {}",
+            serde_json::to_string(&rule["spec"]["groups"]).unwrap()
+        ))
+        .unwrap()]),
+    )
+    .unwrap();
+    let out = Command::new(testenv::promtool())
+        .args(["check", "rules"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        out.status.success(),
+        "promtool check rules: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let alerts: Vec<&str> = rule["spec"]["groups"][0]["rules"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["alert"].as_str())
+        .collect();
+    assert_eq!(
+        alerts,
+        [
+            "WaveWritesFailing",
+            "WaveWatchesFailing",
+            "WaveConfigMissing",
+            "WaveGatesTimedOut",
+            "WaveNoLeader",
+            "WaveConfigFlapping",
+            "WaveRolloutHalted"
+        ]
+    );
+    let dashboard = docs
+        .iter()
+        .find(|d| {
+            kind(d) == "ConfigMap" && d["metadata"]["labels"]["grafana_dashboard"].as_str() == Some("1")
+        })
+        .expect("the dashboard ConfigMap, labelled for Grafana's sidecar");
+    let dashboard: serde_json::Value = serde_json::from_str(dashboard["data"]["wave.json"].as_str().unwrap())
+        .expect("the dashboard is JSON");
+    let mut used: Vec<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().iter())
+        .flat_map(|t| metrics_in(t["expr"].as_str().unwrap()))
+        .collect();
+    assert!(used.len() >= 10, "the dashboard queries wave's metrics: {used:?}");
+    used.extend(
+        alerts
+            .iter()
+            .enumerate()
+            .flat_map(|(i, _)| metrics_in(rule["spec"]["groups"][0]["rules"][i]["expr"].as_str().unwrap())),
+    );
+
+    let exported = exported_metrics(&every_metric_wave_serves());
+    let unknown: Vec<&String> = used.iter().filter(|m| !exported.contains(*m)).collect();
+    assert!(
+        unknown.is_empty(),
+        "not exported by wave: {unknown:?}; exported: {exported:?}"
     );
 }

@@ -426,7 +426,7 @@ async fn opting_out_while_gated_releases_the_gate() {
 #[tokio::test]
 async fn a_gate_held_longer_than_the_maximum_is_released_with_a_warning() {
     let (client, ns) = setup("wh-timeout").await;
-    let _wave = start(&client, &ns, &["--max-gate-duration=2s"]).await;
+    let wave = start(&client, &ns, &["--max-gate-duration=2s"]).await;
     create_deployment(&client, &ns, "web", uses_cm("never"), false).await;
     wait_for("the gate to time out", TIMEOUT, || async {
         let w = workload(&client, &ns, WorkloadKind::DEPLOYMENT, "web").await;
@@ -442,6 +442,11 @@ async fn a_gate_held_longer_than_the_maximum_is_released_with_a_warning() {
             .then_some(())
     })
     .await;
+    assert_eq!(
+        wave.metric("wave_gates_timed_out_total", &[]),
+        1.0,
+        "the alert's metric counts it"
+    );
 }
 
 #[tokio::test]

@@ -236,6 +236,8 @@ pub struct Metrics {
     pub rollouts_halted: Gauge,
     /// Config versions halted because a rollout of them failed.
     pub rollout_halts: Counter,
+    /// Scheduling gates released because required config stayed missing past `--max-gate-duration`.
+    pub gates_timed_out: Counter,
 }
 
 impl Metrics {
@@ -263,6 +265,7 @@ impl Metrics {
             rollouts_queued: Gauge::default(),
             rollouts_halted: Gauge::default(),
             rollout_halts: Counter::default(),
+            gates_timed_out: Counter::default(),
         };
         let r = registry.sub_registry_with_prefix("wave");
         r.register(
@@ -357,6 +360,11 @@ impl Metrics {
             "rollout_halts",
             "Config versions halted because a rollout of them failed",
             m.rollout_halts.clone(),
+        );
+        r.register(
+            "gates_timed_out",
+            "Scheduling gates released after --max-gate-duration with required config still missing",
+            m.gates_timed_out.clone(),
         );
         m
     }

@@ -515,6 +515,9 @@ async fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggere
                 ),
             ),
         };
+        if matches!(release.reason, GateReason::TimedOut) {
+            ctx.metrics.gates_timed_out.inc();
+        }
         tracing::info!(workload = %workload.id, reason, "scheduling gate released");
         ctx.events
             .publish(workload, type_, reason, action::GATE_SCHEDULING, note)
