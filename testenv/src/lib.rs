@@ -312,18 +312,18 @@ impl Faults {
     }
 }
 
-/// The `promtool` binary, built from its pinned Go module on first use (`hack/testenv build-promtool`).
+/// The `promtool` binary, built from its pinned Go module on first use (`hack/testenv build-tool`).
 pub fn promtool() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let out = Command::new(repo_root().join("hack/testenv"))
-            .arg("build-promtool")
+            .args(["build-tool", "promtool"])
             .stderr(Stdio::inherit())
             .output()
-            .expect("hack/testenv build-promtool");
+            .expect("hack/testenv build-tool promtool");
         assert!(
             out.status.success(),
-            "hack/testenv build-promtool failed; its output is above"
+            "hack/testenv build-tool promtool failed; its output is above"
         );
         PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
     })

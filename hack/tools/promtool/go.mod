@@ -1,4 +1,4 @@
-// Pinned promtool (Prometheus v3.16.0) to check the chart's alerting rules (hack/testenv build-promtool).
+// Pinned promtool (Prometheus v3.16.0) to check the chart's alerting rules (hack/testenv build-tool promtool).
 module example.invalid/wave-testenv-promtool
 
 go 1.26.7
