@@ -4,8 +4,8 @@
 //! ```text
 //! keep:    reconcile found nothing to write, history on, the template's hash is the config's hash,
 //!          not yet kept for this hash and generation
+//!   ─► its controller has not reported this generation observed yet ─► look again shortly (Waiting)
 //!   ─► the revision carrying the hash (ReplicaSets / ControllerRevisions listed by the template's labels)
-//!      none yet, and its controller has not seen this generation ─► look again shortly (Waiting)
 //!   ─► create the snapshot ConfigMap (and Secret), or add the revision to its owners
 //!      refused (RBAC, too large) ─► one Warning `ConfigSnapshotFailed` for this hash; nothing retried
 //! restore: an undo of a workload with `undo: restore-config`
@@ -65,6 +65,11 @@ pub async fn keep(
             source: Box::new(e),
         }
     };
+    if workload.progress.observed_generation < Some(workload.generation) {
+        // Its controller makes the revision before it reports this generation observed: until then a
+        // list would find nothing.
+        return Ok(Some(Outcome::Waiting(REVISION_RECHECK)));
+    }
     let selector: Vec<String> = workload
         .template
         .metadata
@@ -88,10 +93,9 @@ pub async fn keep(
         Err(e) => return Err(fail("listing its revisions".into())(e)),
     };
     let Some(revision) = history::revision_with(&revisions, hash) else {
-        let seen = workload.progress.observed_generation >= Some(workload.generation);
-        // Seen and still none: its controller makes no revision now (a paused Deployment); the next
+        // Observed and still none: its controller makes no revision now (a paused Deployment); the next
         // change of the workload looks again.
-        return Ok((!seen).then_some(Outcome::Waiting(REVISION_RECHECK)));
+        return Ok(None);
     };
     let owner = &revision.owner;
     let name = Snapshot::name(id, hash);
