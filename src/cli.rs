@@ -267,6 +267,12 @@ pub struct StatusArgs {
     /// Namespace; defaults to the kubeconfig's.
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    /// Every namespace.
+    #[arg(short = 'A', long, conflicts_with_all = ["namespace", "target"])]
+    pub all_namespaces: bool,
+    /// The `--hash-key-secret` wave runs with, so that the desired hashes match the controller's.
+    #[arg(long, value_parser = SecretName::parse)]
+    pub hash_key_secret: Option<SecretName>,
     /// How to reach the cluster.
     #[command(flatten)]
     pub cluster: ClusterArgs,

@@ -7,7 +7,9 @@ use wave_core::names::{self, reason};
 use wave_core::plan::{self, Plan};
 use wave_core::refs::{self, Keys};
 use wave_core::undo::Pin;
+use wave_core::workload::Workload;
 use wave_runtime::api;
+use wave_runtime::config::SecretName;
 
 use super::{CommandError, cluster_error, workload_target};
 use crate::cli::ExplainArgs;
@@ -36,6 +38,19 @@ struct Explanation {
     reason: String,
 }
 
+/// What wave sees for one workload and would do: its references, and the hashes and status.
+pub(crate) struct Assessment {
+    references: Vec<ReferenceView>,
+    /// The hash on the template.
+    pub current_hash: Option<String>,
+    /// The hash wave would write.
+    pub desired_hash: Option<String>,
+    /// `up-to-date`, `rollout-pending`, `waiting`, `held`, `queued`, `halted`, `pinned` or `ignored`.
+    pub status: &'static str,
+    /// Why, in words.
+    pub reason: String,
+}
+
 /// Runs `wave explain`.
 pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
     let (client, ns) = super::client_in(&args.cluster, args.namespace.as_deref()).await?;
@@ -44,11 +59,34 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
         .await
         .map_err(cluster_error(format!("reading {id}")))?
         .ok_or_else(|| CommandError::NotFound(id.to_string()))?;
+    let hashing = hashing(&client, args.hash_key_secret.as_ref()).await?;
+    let a = assess(&client, &workload, &hashing).await?;
+    let e = Explanation {
+        workload: id.to_string(),
+        opted_in: workload.is_opted_in(),
+        references: a.references,
+        current_hash: a.current_hash,
+        desired_hash: a.desired_hash,
+        status: a.status,
+        reason: a.reason,
+    };
+    if !super::print_structured(args.output, &e) {
+        print_table(&e);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Assesses `workload` as `wave run` would (with its default `--max-gate-duration`).
+pub(crate) async fn assess(
+    client: &kube::Client,
+    workload: &Workload,
+    hashing: &Hashing,
+) -> Result<Assessment, CommandError> {
     // Show the references even when the workload is not opted in, so the opt-in can be checked.
-    let refs = refs::discover(&ns, &workload.annotations, &workload.template);
+    let refs = refs::discover(&workload.id.namespace, &workload.annotations, &workload.template);
     let mut fetched = Fetched::new();
     for key in refs.keys() {
-        let found = api::fetch_content(&client, &key)
+        let found = api::fetch_content(client, &key)
             .await
             .map_err(cluster_error(format!("reading {key}")))?;
         if let Some((_, content)) = found {
@@ -79,17 +117,7 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
             }
         })
         .collect();
-    let hashing = match &args.hash_key_secret {
-        Some(secret) => Hashing::Keyed(api::read_hash_key(&client, secret).await.map_err(|e| match e {
-            api::HashKeyError::Read { secret, source } => CommandError::Cluster {
-                what: format!("reading the hash key Secret {secret}"),
-                source,
-            },
-            other => CommandError::Input(other.to_string()),
-        })?),
-        None => Hashing::Plain,
-    };
-    let desired = config_hash(&ns, &refs, &fetched, &hashing);
+    let desired = config_hash(&workload.id.namespace, &refs, &fetched, hashing);
     // Whether wave holds the rollout back: its last word on that is an Event (the controller's state is
     // in its memory; the Events are what it tells the cluster). A later ConfigChanged or ConfigSettled
     // ends what an earlier Event said.
@@ -100,9 +128,9 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
         reason::ROLLOUT_HALTED,
         reason::CONFIG_CHANGED,
     ];
-    let hold = api::wave_events(&client, &id, &reasons)
+    let hold = api::wave_events(client, &workload.id, &reasons)
         .await
-        .map_err(cluster_error(format!("reading the Events of {id}")))?
+        .map_err(cluster_error(format!("reading the Events of {}", workload.id)))?
         .pop()
         .and_then(|e| {
             let since = e.event_time.map(|t| t.0.to_string()).unwrap_or_default();
@@ -126,7 +154,7 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
         let policy = plan::Policy {
             now: k8s_openapi::jiff::Timestamp::now(),
             max_gate: super::DEFAULT_MAX_GATE,
-            hashing,
+            hashing: hashing.clone(),
         };
         let pin = Pin::read(&workload).filter(|p| p.holds(workload.current_hash(), &desired));
         match plan::plan(&workload, &refs, &fetched, &policy) {
@@ -181,19 +209,30 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
             ),
         }
     };
-    let e = Explanation {
-        workload: id.to_string(),
-        opted_in: workload.is_opted_in(),
+    Ok(Assessment {
         references,
         current_hash: workload.current_hash().map(str::to_string),
         desired_hash,
         status,
         reason,
-    };
-    if !super::print_structured(args.output, &e) {
-        print_table(&e);
-    }
-    Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// The hashing `wave run --hash-key-secret` uses, so that desired hashes match the controller's.
+pub(crate) async fn hashing(
+    client: &kube::Client,
+    secret: Option<&SecretName>,
+) -> Result<Hashing, CommandError> {
+    Ok(match secret {
+        Some(secret) => Hashing::Keyed(api::read_hash_key(client, secret).await.map_err(|e| match e {
+            api::HashKeyError::Read { secret, source } => CommandError::Cluster {
+                what: format!("reading the hash key Secret {secret}"),
+                source,
+            },
+            other => CommandError::Input(other.to_string()),
+        })?),
+        None => Hashing::Plain,
+    })
 }
 
 fn print_table(e: &Explanation) {

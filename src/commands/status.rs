@@ -1,6 +1,6 @@
-//! `wave status [KIND/NAME]`: one line per opted-in workload, from the workloads alone (no config is
-//! read): its hash, its rollout as its own status tells it, the pin an undo left, and whether it keeps
-//! config history.
+//! `wave status [KIND/NAME] [-n NS | -A]`: every opted-in workload with its current and desired hash,
+//! its state and why (the same assessment as `wave explain`), how its rollout is doing, the pin an undo
+//! left, and whether it keeps config history.
 
 use std::process::ExitCode;
 
@@ -12,39 +12,63 @@ use wave_core::undo::Pin;
 use wave_core::workload::{Workload, WorkloadKind};
 use wave_runtime::api;
 
+use super::explain::{assess, hashing};
 use super::{CommandError, cluster_error, read_workload};
 use crate::cli::StatusArgs;
 
 #[derive(serde::Serialize)]
 struct StatusView {
     workload: String,
-    hash: Option<String>,
+    current_hash: Option<String>,
+    desired_hash: Option<String>,
+    /// `explain`'s status: up-to-date, rollout-pending, waiting, held, queued, halted, pinned.
+    state: &'static str,
+    why: String,
     rollout: String,
     pinned: Option<String>,
     config_history: &'static str,
 }
 
-fn view(w: &Workload, now: Timestamp) -> StatusView {
+/// The rollout as the workload's own status tells it.
+fn rollout_state(w: &Workload, now: Timestamp) -> String {
     let started = Marker::read(w)
         .filter(|m| Some(m.hash.as_str()) == w.current_hash())
         .and_then(|m| m.at.parse().ok());
     let (deadline, _) = pace::deadline(w, pace::DEFAULT_ROLLOUT_DEADLINE);
-    let rollout = match rollout::state(w.id.kind, w.generation, &w.progress, started, deadline, now) {
+    match rollout::state(w.id.kind, w.generation, &w.progress, started, deadline, now) {
         State::Complete => "complete".to_string(),
         State::Progressing => "progressing".to_string(),
         State::Failed(why) => format!("failed: {why}"),
-    };
-    StatusView {
-        workload: w.id.to_string(),
-        hash: w.current_hash().map(str::to_string),
-        rollout,
-        pinned: Pin::read(w).map(|p| p.hash),
-        config_history: match w.annotations.get(names::CONFIG_HISTORY).map(String::as_str) {
-            Some("true") => "on",
-            Some("false") => "off",
-            _ => "if --config-history",
-        },
     }
+}
+
+/// The opted-in workloads of every kind in `namespace` (`None`: every namespace).
+async fn opted_in(client: &kube::Client, namespace: Option<&str>) -> Result<Vec<Workload>, CommandError> {
+    let mut all = Vec::new();
+    for kind in WorkloadKind::ALL {
+        let listed = api::workload_api(client, kind, namespace)
+            .list(&Default::default())
+            .await;
+        let listed = match listed {
+            // CronJobs are managed only with `wave run --cronjobs`; a user may not be allowed to list them.
+            Err(e) if !WorkloadKind::BUILT_IN.contains(&kind) && api::status_code(&e) == Some(403) => {
+                continue;
+            }
+            other => other.map_err(cluster_error(format!(
+                "listing {} in {}",
+                kind.info().plural,
+                namespace.unwrap_or("all namespaces")
+            )))?,
+        };
+        for object in listed.items {
+            let w = api::to_workload(kind, object).map_err(|e| CommandError::Input(e.to_string()))?;
+            if w.is_opted_in() {
+                all.push(w);
+            }
+        }
+    }
+    all.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(all)
 }
 
 /// Runs `wave status`.
@@ -52,59 +76,63 @@ pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
     let (client, ns) = super::client_in(&args.cluster, args.namespace.as_deref()).await?;
     let workloads = match &args.target {
         Some(target) => vec![read_workload(&client, target, &ns).await?],
-        None => {
-            let mut all = Vec::new();
-            for kind in WorkloadKind::ALL {
-                let listed = api::workload_api(&client, kind, Some(&ns))
-                    .list(&Default::default())
-                    .await;
-                let listed = match listed {
-                    Err(e)
-                        if !WorkloadKind::BUILT_IN.contains(&kind) && api::status_code(&e) == Some(403) =>
-                    {
-                        continue;
-                    }
-                    other => {
-                        other.map_err(cluster_error(format!("listing {} in {ns}", kind.info().plural)))?
-                    }
-                };
-                for object in listed.items {
-                    let w = api::to_workload(kind, object).map_err(|e| CommandError::Input(e.to_string()))?;
-                    if w.is_opted_in() {
-                        all.push(w);
-                    }
-                }
-            }
-            all
-        }
+        None => opted_in(&client, (!args.all_namespaces).then_some(ns.as_str())).await?,
     };
+    let hashing = hashing(&client, args.hash_key_secret.as_ref()).await?;
     let now = Timestamp::now();
-    let views: Vec<StatusView> = workloads.iter().map(|w| view(w, now)).collect();
+    let mut views = Vec::new();
+    for w in &workloads {
+        let a = assess(&client, w, &hashing).await?;
+        views.push(StatusView {
+            workload: w.id.to_string(),
+            current_hash: a.current_hash,
+            desired_hash: a.desired_hash,
+            state: a.status,
+            why: a.reason,
+            rollout: rollout_state(w, now),
+            pinned: Pin::read(w).map(|p| p.hash),
+            config_history: match w.annotations.get(names::CONFIG_HISTORY).map(String::as_str) {
+                Some("true") => "on",
+                Some("false") => "off",
+                _ => "if --config-history",
+            },
+        });
+    }
     if super::print_structured(args.output, &views) {
         return Ok(ExitCode::SUCCESS);
     }
     if views.is_empty() {
-        println!("No opted-in workloads in {ns}.");
+        let place = if args.all_namespaces {
+            "any namespace".to_string()
+        } else {
+            ns
+        };
+        println!("No opted-in workloads in {place}.");
         return Ok(ExitCode::SUCCESS);
     }
     let short = |h: &Option<String>| {
         h.as_deref()
             .map_or("-".to_string(), |h| h[..h.len().min(12)].to_string())
     };
-    let rows: Vec<[String; 5]> = views
+    let rows: Vec<[String; 7]> = views
         .iter()
         .map(|v| {
             [
                 v.workload.clone(),
-                short(&v.hash),
+                short(&v.current_hash),
+                short(&v.desired_hash),
+                v.state.to_string(),
                 v.rollout.clone(),
-                v.pinned.as_ref().map_or("-".to_string(), |p| {
-                    format!("pinned at {}", short(&Some(p.clone())))
-                }),
                 v.config_history.to_string(),
+                v.why.clone(),
             ]
         })
         .collect();
-    super::print_table(["WORKLOAD", "HASH", "ROLLOUT", "UNDO", "HISTORY"], &rows);
+    super::print_table(
+        [
+            "WORKLOAD", "HASH", "DESIRED", "STATE", "ROLLOUT", "HISTORY", "WHY",
+        ],
+        &rows,
+    );
     Ok(ExitCode::SUCCESS)
 }

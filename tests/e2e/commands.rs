@@ -342,6 +342,19 @@ async fn the_cluster_flags_mean_what_they_mean_to_kubectl_and_yaml_output_is_the
     let from_yaml: Value = serde_norway::from_str(&yaml_out).unwrap();
     assert_eq!(from_yaml, from_json, "-o yaml is the same document as -o json");
 
+    let (code, out, err) = run_wave(&["status", "-A", "-o", "yaml", "--kubeconfig", kubeconfig], None);
+    assert_eq!(code, 0, "{err}");
+    let listed: Vec<Value> = serde_norway::from_str(&out).unwrap();
+    let web = listed
+        .iter()
+        .find(|v| v["workload"] == format!("Deployment {ns}/web"))
+        .unwrap_or_else(|| panic!("wave status -A lists the workload of every namespace: {out}"));
+    assert_eq!(
+        web["desired_hash"], from_json["desired_hash"],
+        "the same assessment as wave explain"
+    );
+    assert_eq!(web["state"], from_json["status"]);
+
     let (code, _, err) = explain(&["--context", "no-such-context"]);
     assert_eq!(code, 3, "an unknown context is a cluster error: {err}");
     assert!(

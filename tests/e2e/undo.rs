@@ -108,7 +108,7 @@ async fn an_undo_to_an_earlier_config_sticks_for_every_kind_until_the_config_cha
             .find(|l| l.starts_with(&format!("{kind} {ns}/")))
             .unwrap_or_else(|| panic!("wave status lists {kind}: {out}"));
         assert!(
-            line.contains(&format!("pinned at {}", &h1[..12])),
+            line.contains(" pinned ") && line.contains(&h1[..12]),
             "wave status shows the pin: {line}"
         );
     }
