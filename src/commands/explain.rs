@@ -156,8 +156,8 @@ pub(crate) async fn assess(
             max_gate: super::DEFAULT_MAX_GATE,
             hashing: hashing.clone(),
         };
-        let pin = Pin::read(&workload).filter(|p| p.holds(workload.current_hash(), &desired));
-        match plan::plan(&workload, &refs, &fetched, &policy) {
+        let pin = Pin::read(workload).filter(|p| p.holds(workload.current_hash(), &desired));
+        match plan::plan(workload, &refs, &fetched, &policy) {
             Plan::Noop if pin.is_some() => (
                 "pinned",
                 format!(
