@@ -188,6 +188,10 @@ pub struct ImpactArgs {
     /// Only these keys change: workloads using only other keys are listed as unaffected.
     #[arg(long, value_delimiter = ',')]
     pub keys: Option<Vec<String>>,
+    /// Look for workloads in every namespace (`extra-configmaps` / `extra-secrets` can reference the
+    /// object from another one); without it, only the object's namespace is listed.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,

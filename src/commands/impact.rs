@@ -10,7 +10,7 @@ use wave_core::pace::{self, Marker};
 use wave_core::workload::Workload;
 use wave_runtime::api;
 
-use super::{CommandError, all_workloads, cluster_error, config_target, halts_of};
+use super::{CommandError, cluster_error, config_target, halts_of, workloads_in};
 use crate::cli::{ImpactArgs, Output};
 
 #[derive(serde::Serialize)]
@@ -40,7 +40,8 @@ pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let workloads = all_workloads(&client).await?;
+    // Without -A, only the object's namespace is listed: what a user with a namespace's Role may see.
+    let workloads = workloads_in(&client, (!args.all_namespaces).then_some(key.namespace.as_str())).await?;
     let halts = halts_of(&workloads, &key);
     let object = pace::object_name(&key);
     let halted = |w: &Workload| {

@@ -136,25 +136,35 @@ pub fn config_target(target: &str, namespace: &str) -> Result<ConfigKey, Command
     Ok(ConfigKey::new(kind, namespace, name))
 }
 
-/// Every workload of every kind in the cluster (references can cross namespaces: `extra-*`). CronJobs,
-/// which `wave run` manages only with `--cronjobs`, are skipped when they may not be listed.
-pub async fn all_workloads(client: &kube::Client) -> Result<Vec<Workload>, CommandError> {
+/// Every workload of every kind in `namespace`, or in the cluster with `None` (references can cross
+/// namespaces: `extra-*`). CronJobs, which `wave run` manages only with `--cronjobs`, are skipped when
+/// they may not be listed.
+pub async fn workloads_in(
+    client: &kube::Client,
+    namespace: Option<&str>,
+) -> Result<Vec<Workload>, CommandError> {
     let mut workloads = Vec::new();
     for kind in WorkloadKind::ALL {
-        let listed = match api::list_workloads(client, kind).await {
+        let listed = match api::workload_api(client, kind, namespace)
+            .list(&Default::default())
+            .await
+        {
             Ok(listed) => listed,
             Err(e) if !WorkloadKind::BUILT_IN.contains(&kind) && api::status_code(&e) == Some(403) => {
                 eprintln!("wave: not listing {}: forbidden", kind.info().plural);
                 continue;
             }
             Err(e) => {
-                return Err(CommandError::Cluster {
-                    what: format!("listing {} in all namespaces", kind.info().plural),
-                    source: Box::new(e),
-                });
+                let place = namespace.map_or("all namespaces".to_string(), |ns| format!("namespace {ns}"));
+                return Err(cluster_error(format!(
+                    "listing {} in {place}",
+                    kind.info().plural
+                ))(e));
             }
         };
-        workloads.extend(listed);
+        for object in listed.items {
+            workloads.push(api::to_workload(kind, object).map_err(|e| CommandError::Input(e.to_string()))?);
+        }
     }
     workloads.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(workloads)

@@ -12,14 +12,14 @@ use wave_core::names;
 use wave_core::pace::Marker;
 use wave_runtime::api;
 
-use super::{CommandError, all_workloads, cluster_error, config_target, halts_of};
+use super::{CommandError, cluster_error, config_target, halts_of, workloads_in};
 use crate::cli::ResumeArgs;
 
 /// Runs `wave resume`.
 pub async fn run(args: &ResumeArgs) -> Result<ExitCode, CommandError> {
     let (client, ns) = super::client_in(&args.cluster, args.namespace.as_deref()).await?;
     let key = config_target(&args.target, &ns)?;
-    let workloads = all_workloads(&client).await?;
+    let workloads = workloads_in(&client, None).await?;
     let halts = halts_of(&workloads, &key);
     if halts.is_empty() {
         println!("No halted rollout of {key}.");

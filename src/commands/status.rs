@@ -9,11 +9,10 @@ use wave_core::names;
 use wave_core::pace::{self, Marker};
 use wave_core::rollout::{self, State};
 use wave_core::undo::Pin;
-use wave_core::workload::{Workload, WorkloadKind};
-use wave_runtime::api;
+use wave_core::workload::Workload;
 
 use super::explain::{assess, hashing};
-use super::{CommandError, cluster_error, read_workload};
+use super::{CommandError, read_workload, workloads_in};
 use crate::cli::StatusArgs;
 
 #[derive(serde::Serialize)]
@@ -42,41 +41,16 @@ fn rollout_state(w: &Workload, now: Timestamp) -> String {
     }
 }
 
-/// The opted-in workloads of every kind in `namespace` (`None`: every namespace).
-async fn opted_in(client: &kube::Client, namespace: Option<&str>) -> Result<Vec<Workload>, CommandError> {
-    let mut all = Vec::new();
-    for kind in WorkloadKind::ALL {
-        let listed = api::workload_api(client, kind, namespace)
-            .list(&Default::default())
-            .await;
-        let listed = match listed {
-            // CronJobs are managed only with `wave run --cronjobs`; a user may not be allowed to list them.
-            Err(e) if !WorkloadKind::BUILT_IN.contains(&kind) && api::status_code(&e) == Some(403) => {
-                continue;
-            }
-            other => other.map_err(cluster_error(format!(
-                "listing {} in {}",
-                kind.info().plural,
-                namespace.unwrap_or("all namespaces")
-            )))?,
-        };
-        for object in listed.items {
-            let w = api::to_workload(kind, object).map_err(|e| CommandError::Input(e.to_string()))?;
-            if w.is_opted_in() {
-                all.push(w);
-            }
-        }
-    }
-    all.sort_by(|a, b| a.id.cmp(&b.id));
-    Ok(all)
-}
-
 /// Runs `wave status`.
 pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
     let (client, ns) = super::client_in(&args.cluster, args.namespace.as_deref()).await?;
     let workloads = match &args.target {
         Some(target) => vec![read_workload(&client, target, &ns).await?],
-        None => opted_in(&client, (!args.all_namespaces).then_some(ns.as_str())).await?,
+        None => workloads_in(&client, (!args.all_namespaces).then_some(ns.as_str()))
+            .await?
+            .into_iter()
+            .filter(Workload::is_opted_in)
+            .collect(),
     };
     let hashing = hashing(&client, args.hash_key_secret.as_ref()).await?;
     let now = Timestamp::now();

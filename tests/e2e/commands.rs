@@ -407,3 +407,46 @@ fn completion_scripts_are_printed_for_bash_zsh_and_fish() {
     let (code, _, err) = run_wave(&["completion", "tcsh"], None);
     assert_eq!(code, 2, "an unknown shell is a usage error: {err}");
 }
+
+#[tokio::test]
+async fn impact_works_for_a_user_with_only_a_namespaces_role_and_lists_cluster_wide_only_with_all_namespaces()
+{
+    let (client, ns) = setup("impact-role").await;
+    create_configmap(&client, &ns, "cfg", json!({"a": "1"})).await;
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
+    create_workload(&client, &ns, WorkloadKind::DEPLOYMENT, "web", opted_in(&[]), spec).await;
+    let user = format!("impact-reader-{}", std::process::id());
+    let role = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: reader}}\nrules:\n\
+         - {{apiGroups: [\"\"], resources: [configmaps, secrets], verbs: [get]}}\n\
+         - {{apiGroups: [apps], resources: [deployments, statefulsets, daemonsets], verbs: [list]}}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: reader}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}}\n\
+         subjects: [{{kind: User, name: {user}}}]\n"
+    );
+    kubectl_apply(&ns, &role);
+    let kubeconfig = cluster().kubeconfig();
+    let as_reader = |extra: &[&str]| {
+        let mut args = vec!["impact", "configmap/cfg", "-n", &ns, "--as", &user];
+        args.extend_from_slice(extra);
+        run_wave(&args, Some(&kubeconfig))
+    };
+    let (code, out, err) = as_reader(&["-o", "json"]);
+    assert_eq!(code, 0, "a namespace's Role is enough: {err}");
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.len(), 1, "{out}");
+    assert_eq!(rows[0]["workload"], format!("Deployment {ns}/web"));
+    assert!(
+        err.contains("cronjobs: forbidden"),
+        "CronJobs it may not list are named and skipped: {err}"
+    );
+    let (code, _, err) = as_reader(&["-A"]);
+    assert_eq!(
+        code, 3,
+        "-A lists cluster-wide, which the Role does not allow: {err}"
+    );
+    assert!(
+        err.contains("all namespaces") && err.contains("forbidden"),
+        "{err}"
+    );
+}
