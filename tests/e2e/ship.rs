@@ -877,3 +877,41 @@ async fn the_alerts_pass_promtool_and_alerts_and_dashboard_use_only_metrics_wave
         "not exported by wave: {unknown:?}; exported: {exported:?}"
     );
 }
+
+#[test]
+fn the_krew_manifest_filled_in_as_the_release_does_names_a_binary_per_platform() {
+    let template = std::fs::read_to_string(repo_root().join("contrib/krew/wave.yaml")).unwrap();
+    let filled = template
+        .replace("VERSION", env!("CARGO_PKG_VERSION"))
+        .replace("SHA256_LINUX_AMD64", &"a".repeat(64))
+        .replace("SHA256_LINUX_ARM64", &"b".repeat(64));
+    let manifest: Value = serde_norway::from_str(&filled).unwrap();
+    assert_eq!(manifest["kind"].as_str(), Some("Plugin"));
+    assert_eq!(manifest["metadata"]["name"].as_str(), Some("wave"));
+    assert_eq!(
+        manifest["spec"]["version"].as_str(),
+        Some(format!("v{}", env!("CARGO_PKG_VERSION")).as_str())
+    );
+    let platforms = manifest["spec"]["platforms"].as_sequence().unwrap();
+    for (platform, arch) in platforms.iter().zip(["amd64", "arm64"]) {
+        assert_eq!(platform["selector"]["matchLabels"]["arch"].as_str(), Some(arch));
+        let uri = platform["uri"].as_str().unwrap();
+        assert!(
+            uri.ends_with(&format!("/kubectl-wave_linux_{arch}.tar.gz")),
+            "{uri}"
+        );
+        assert_eq!(platform["sha256"].as_str().map(str::len), Some(64));
+        assert_eq!(platform["bin"].as_str(), Some("kubectl-wave"));
+    }
+    let workflow = std::fs::read_to_string(repo_root().join(".github/workflows/release.yaml")).unwrap();
+    for placeholder in [
+        "SHA256_LINUX_${arch^^}",
+        "s/VERSION/",
+        "kubectl-wave_linux_$arch.tar.gz",
+    ] {
+        assert!(
+            workflow.contains(placeholder),
+            "the release fills in the template: {placeholder}"
+        );
+    }
+}
