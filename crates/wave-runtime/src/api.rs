@@ -48,6 +48,14 @@ pub fn workload_api(client: &Client, kind: WorkloadKind, namespace: Option<&str>
     }
 }
 
+/// Patch parameters naming wave as the field manager (every write wave makes).
+fn as_wave() -> PatchParams {
+    PatchParams {
+        field_manager: Some(names::FIELD_MANAGER.into()),
+        ..Default::default()
+    }
+}
+
 /// The core's view of a dynamic object of `kind`.
 pub fn to_workload(kind: WorkloadKind, object: DynamicObject) -> Result<Workload, serde_json::Error> {
     Workload::from_object(kind, object.metadata, &object.data)
@@ -87,10 +95,7 @@ pub async fn patch_workload(
     id: &WorkloadRef,
     body: &serde_json::Value,
 ) -> Result<(), kube::Error> {
-    let params = PatchParams {
-        field_manager: Some(names::FIELD_MANAGER.into()),
-        ..Default::default()
-    };
+    let params = as_wave();
     workload_api(client, id.kind, Some(&id.namespace))
         .patch(&id.name, &params, &Patch::Merge(body))
         .await
@@ -141,10 +146,7 @@ pub async fn patch_config_metadata(
     key: &ConfigKey,
     body: &serde_json::Value,
 ) -> Result<(), kube::Error> {
-    let params = PatchParams {
-        field_manager: Some(names::FIELD_MANAGER.into()),
-        ..Default::default()
-    };
+    let params = as_wave();
     let patch = Patch::Merge(body);
     match key.kind {
         ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), &key.namespace)
@@ -255,10 +257,7 @@ where
         "resourceVersion": stored.resource_version,
         "ownerReferences": owners,
     }});
-    let patch_params = PatchParams {
-        field_manager: Some(names::FIELD_MANAGER.into()),
-        ..Default::default()
-    };
+    let patch_params = as_wave();
     api.patch_metadata(&name, &patch_params, &Patch::Merge(&body))
         .await
         .map(|_| Kept::Owned)
@@ -286,10 +285,7 @@ pub async fn patch_config(
     key: &ConfigKey,
     body: &serde_json::Value,
 ) -> Result<(), kube::Error> {
-    let params = PatchParams {
-        field_manager: Some(names::FIELD_MANAGER.into()),
-        ..Default::default()
-    };
+    let params = as_wave();
     let patch = Patch::Merge(body);
     match key.kind {
         ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), &key.namespace)
