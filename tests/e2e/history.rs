@@ -538,3 +538,50 @@ async fn wave_history_and_wave_diff_match_their_golden_files_and_never_show_a_se
         "the golden history names the current hash"
     );
 }
+
+#[tokio::test]
+async fn every_hash_a_workload_settles_on_gets_its_snapshot_even_when_config_changes_during_the_first_snapshots()
+ {
+    let (client, ns) = setup("history-burst").await;
+    let kind = WorkloadKind::DEPLOYMENT;
+    for i in 0..12 {
+        create_configmap(&client, &ns, &format!("cfg-{i}"), json!({"v": "1"})).await;
+        let spec = pod_spec(
+            json!({"envFrom": [{"configMapRef": {"name": format!("cfg-{i}")}}]}),
+            json!({}),
+        );
+        create_workload(&client, &ns, kind, &format!("app-{i}"), opted_in(&[]), spec).await;
+    }
+    let _wave = Wave::start(
+        &[&ns],
+        &[
+            "--update-rate=inf",
+            "--min-rollout-interval=0",
+            "--config-history",
+        ],
+    )
+    .await;
+    let mut first = Vec::new();
+    for i in 0..12 {
+        first.push(wait_hash_change(&client, &ns, kind, &format!("app-{i}"), None).await);
+    }
+    // At once, while wave is still keeping the first snapshots.
+    for i in 0..6 {
+        patch_configmap(&client, &ns, &format!("cfg-{i}"), json!({"data": {"v": "2"}})).await;
+    }
+    for (i, h1) in first.iter().enumerate() {
+        let name = format!("app-{i}");
+        let id = WorkloadRef::new(kind, &ns, &name);
+        let now = if i < 6 {
+            wait_hash_change(&client, &ns, kind, &name, Some(h1)).await
+        } else {
+            h1.clone()
+        };
+        wait_for(
+            &format!("{name}'s snapshot of its current hash"),
+            TIMEOUT,
+            || async { snapshot(&client, &id, &now).await },
+        )
+        .await;
+    }
+}
