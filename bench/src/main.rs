@@ -144,6 +144,31 @@ impl Args {
     }
 }
 
+/// Ends a partial run (`--migration-only`, `--history-only`): its figures printed and written to
+/// `<out>/<file>`, or its error; exits.
+fn finish_partial<T: serde::Serialize>(
+    args: &Args,
+    scenario: &str,
+    file: &str,
+    result: Result<T, String>,
+) -> ! {
+    match result {
+        Ok(figures) => {
+            let text = serde_json::to_string_pretty(&figures).unwrap_or_default();
+            let _ = std::fs::create_dir_all(&args.out);
+            if let Err(e) = std::fs::write(args.out.join(file), format!("{text}\n")) {
+                eprintln!("writing {file}: {e}");
+            }
+            println!("{text}");
+            std::process::exit(0);
+        }
+        Err(e) => {
+            eprintln!("{scenario}: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args = Args::parse().sized();
@@ -157,42 +182,15 @@ async fn main() {
             std::process::exit(1);
         };
         eprintln!("== M2 switching from Wave and back");
-        match migration::run(wave, wave_go).await {
-            Ok(m) => {
-                let text = serde_json::to_string_pretty(&m).unwrap_or_default();
-                let _ = std::fs::create_dir_all(&args.out);
-                if let Err(e) = std::fs::write(args.out.join("m2.json"), format!("{text}\n")) {
-                    eprintln!("writing m2.json: {e}");
-                }
-                println!("{text}");
-                std::process::exit(0);
-            }
-            Err(e) => {
-                eprintln!("M2: {e}");
-                std::process::exit(1);
-            }
-        }
+        finish_partial(&args, "M2", "m2.json", migration::run(wave, wave_go).await);
     }
     if args.history_only {
         let Some(wave) = profiles.iter().find(|p| p.name == "wave") else {
+            eprintln!("H1 needs wave's binary: set WAVE_BIN");
             std::process::exit(1);
         };
         eprintln!("== H1 config history at the S1 size");
-        match history::run(&args, wave).await {
-            Ok(h) => {
-                let text = serde_json::to_string_pretty(&h).unwrap_or_default();
-                let _ = std::fs::create_dir_all(&args.out);
-                if let Err(e) = std::fs::write(args.out.join("h1.json"), format!("{text}\n")) {
-                    eprintln!("writing h1.json: {e}");
-                }
-                println!("{text}");
-                std::process::exit(0);
-            }
-            Err(e) => {
-                eprintln!("H1: {e}");
-                std::process::exit(1);
-            }
-        }
+        finish_partial(&args, "H1", "h1.json", history::run(&args, wave).await);
     }
     if args.chaos_only {
         profiles.clear();
