@@ -371,4 +371,10 @@ async fn the_binary_names_its_version_and_commit_on_the_command_line_and_in_metr
     assert!(wave.metric("process_resident_memory_bytes", &[]) > 1.0e6);
     assert!(wave.metric("process_start_time_seconds", &[]) > 1.0e9);
     assert!(wave.metric("process_open_fds", &[]) > 0.0);
+    // Every request to the apiserver is counted and timed: the start-up lists are.
+    let lists = ["verb=\"list\"", "resource=\"configmaps\"", "code=\"2xx\""];
+    assert!(wave.metric("wave_api_requests_total", &lists) >= 1.0);
+    assert!(wave.metric("wave_api_request_duration_seconds_count", &lists[..2]) >= 1.0);
+    let (_, livez) = testenv::http_get(wave.health, "/livez").unwrap();
+    assert_eq!(livez, "ok");
 }

@@ -790,6 +790,10 @@ fn every_metric_wave_serves() -> String {
     m.webhook_requests
         .get_or_create(&WebhookLabels { result: "hashed" })
         .inc();
+    m.reconcile_duration
+        .get_or_create(&KindLabel { kind })
+        .observe(0.01);
+    wave_runtime::apimetrics::ApiMetrics::new(&mut registry).record("list", resource, "2xx", 0.01);
     let mut body = String::new();
     prometheus_client::encoding::text::encode(&mut body, &registry).unwrap();
     body

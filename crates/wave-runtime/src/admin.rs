@@ -37,8 +37,13 @@ struct AdminState {
     registry: Arc<Registry>,
 }
 
-async fn livez() -> &'static str {
-    "ok"
+/// Fails once an essential task (the watch router, a worker, the resync) has ended: the process is alive
+/// but no longer works, and only a restart helps.
+async fn livez(State(s): State<AdminState>) -> impl IntoResponse {
+    match s.ctx.liveness.check() {
+        Ok(()) => (StatusCode::OK, "ok".to_string()),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+    }
 }
 
 async fn readyz(State(s): State<AdminState>) -> impl IntoResponse {

@@ -13,12 +13,14 @@
 //! - [`api`]: every read and write of objects, shared by the controller, the webhook and the CLI.
 //! - [`controller`]: `wave run`'s wiring, watches, reconciles, queue and bookkeeping.
 //! - [`webhook`]: the admission webhook: certificates, serving, admission.
+//! - [`apimetrics`]: every request to the apiserver counted and timed (a layer on the client).
 //! - [`lease`], [`admin`], [`metrics`], [`events`], [`telemetry`], [`error`]: the rest of the shell.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod admin;
 pub mod api;
+pub mod apimetrics;
 pub mod config;
 pub mod controller;
 pub mod error;

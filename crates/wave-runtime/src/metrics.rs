@@ -238,6 +238,14 @@ pub struct Metrics {
     pub rollout_halts: Counter,
     /// Scheduling gates released because required config stayed missing past `--max-gate-duration`.
     pub gates_timed_out: Counter,
+    /// How long one reconcile took, by workload kind.
+    pub reconcile_duration: Family<KindLabel, Histogram>,
+    /// Workloads waiting in the reconcile queue (not counting those being reconciled).
+    pub queue_depth: Gauge,
+    /// How long a workload waited in the queue before a worker took it.
+    pub queue_wait: Histogram,
+    /// How long the webhook took to answer one admission request.
+    pub webhook_duration: Histogram,
 }
 
 impl Metrics {
@@ -266,6 +274,12 @@ impl Metrics {
             rollouts_halted: Gauge::default(),
             rollout_halts: Counter::default(),
             gates_timed_out: Counter::default(),
+            reconcile_duration: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.001, 2.0, 16))
+            }),
+            queue_depth: Gauge::default(),
+            queue_wait: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            webhook_duration: Histogram::new(exponential_buckets(0.001, 2.0, 12)),
         };
         let r = registry.sub_registry_with_prefix("wave");
         r.register(
@@ -365,6 +379,26 @@ impl Metrics {
             "gates_timed_out",
             "Scheduling gates released after --max-gate-duration with required config still missing",
             m.gates_timed_out.clone(),
+        );
+        r.register(
+            "reconcile_duration_seconds",
+            "How long one reconcile took, by workload kind",
+            m.reconcile_duration.clone(),
+        );
+        r.register(
+            "workqueue_depth",
+            "Workloads waiting in the reconcile queue",
+            m.queue_depth.clone(),
+        );
+        r.register(
+            "workqueue_wait_seconds",
+            "How long a workload waited in the reconcile queue before a worker took it",
+            m.queue_wait.clone(),
+        );
+        r.register(
+            "webhook_duration_seconds",
+            "How long the admission webhook took to answer a request",
+            m.webhook_duration.clone(),
         );
         m
     }

@@ -8,11 +8,14 @@
 //!   is reported once (one `ConfigMissing` or `SchedulingDisabled` Event), and the
 //!   `wave_workloads_waiting_for_config` gauge that counts them.
 //! - [`KnownHashes`]: the last config hashes each workload carried, for undo detection.
+//! - [`Liveness`]: the essential tasks (the watch router, the workers, the resync) that have ended,
+//!   which makes `/livez` fail: a controller whose loop died must be restarted, not left "ok".
 //! - [`KeptSnapshots`]: for each workload with config history, the hash and generation whose snapshot
 //!   is known to exist and be owned by its revision, so that a snapshot is checked once, not per reconcile.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use prometheus_client::metrics::gauge::Gauge;
 use wave_core::workload::WorkloadRef;
@@ -146,5 +149,69 @@ impl KeptSnapshots {
     /// Forgets `id`.
     pub fn forget(&self, id: &WorkloadRef) {
         lock(&self.0).remove(id);
+    }
+}
+
+/// See the module docs. Clones share the record.
+#[derive(Clone, Default)]
+pub struct Liveness(Arc<Mutex<Vec<String>>>);
+
+impl Liveness {
+    /// Spawns `task`, which should run for the life of the process; if it ends (returns or panics),
+    /// that is recorded and [`check`](Self::check) fails from then on.
+    pub fn spawn_essential<F>(&self, name: &'static str, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let handle = tokio::spawn(task);
+        let stopped = self.0.clone();
+        tokio::spawn(async move {
+            let how = match handle.await {
+                Ok(()) => "returned".to_string(),
+                Err(e) if e.is_panic() => "panicked".to_string(),
+                Err(e) => e.to_string(),
+            };
+            tracing::error!(
+                task = name,
+                how,
+                "an essential task ended; /livez now fails so that wave is restarted"
+            );
+            lock(&stopped).push(format!("{name} {how}"));
+        });
+    }
+
+    /// `Err` naming the essential tasks that ended.
+    pub fn check(&self) -> Result<(), String> {
+        let stopped = lock(&self.0);
+        if stopped.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("essential tasks ended: {}", stopped.join(", ")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod liveness_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicked_or_returned_essential_task_makes_liveness_fail_and_a_running_one_does_not() {
+        let live = Liveness::default();
+        live.spawn_essential("forever", std::future::pending());
+        tokio::task::yield_now().await;
+        assert_eq!(live.check(), Ok(()));
+        live.spawn_essential("worker", async { panic!("a bug") });
+        live.spawn_essential("router", async {});
+        for _ in 0..100 {
+            if live
+                .check()
+                .is_err_and(|why| why.contains("worker panicked") && why.contains("router returned"))
+            {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("liveness did not fail: {:?}", live.check());
     }
 }

@@ -15,7 +15,7 @@ use wave_core::refs::ConfigKey;
 use wave_core::tracker::Tracker;
 use wave_core::workload::WorkloadRef;
 
-use super::bookkeeping::{KeptSnapshots, KnownHashes, MissingReports};
+use super::bookkeeping::{KeptSnapshots, KnownHashes, Liveness, MissingReports};
 use super::content::ContentCache;
 use super::watch::WatchHealth;
 use super::workqueue::WorkQueue;
@@ -69,6 +69,8 @@ pub struct Context {
     pub config_history: bool,
     /// The config snapshots known to be kept.
     pub kept_snapshots: KeptSnapshots,
+    /// The essential tasks, for `/livez`.
+    pub liveness: Liveness,
 }
 
 impl Context {

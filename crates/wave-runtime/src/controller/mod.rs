@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use kube::Client;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 use wave_core::flap::{FlapDetector, Observed};
@@ -37,7 +36,7 @@ use wave_core::ratelimit::TokenBucket;
 use wave_core::tracker::{Change, Tracker};
 use wave_core::workload::WorkloadRef;
 
-use self::bookkeeping::{KeptSnapshots, KnownHashes, MissingReports};
+use self::bookkeeping::{KeptSnapshots, KnownHashes, Liveness, MissingReports};
 use self::content::ContentCache;
 use self::context::Context;
 use self::workqueue::WorkQueue;
@@ -51,15 +50,20 @@ use wave_core::names::{action, reason};
 /// Runs the controller until SIGTERM/SIGINT (Ok) or until the lease is lost (Err).
 pub async fn run(config: Config) -> Result<(), RunError> {
     telemetry::init(config.log_format, &config.log_filter);
-    let client = Client::try_default()
-        .await
-        .map_err(|e| RunError::KubeConfig(Box::new(e)))?;
-    let tracker =
-        Tracker::new(&config.kinds, config.namespaces.as_ref()).ignoring(config.namespaces_to_ignore.clone());
-    let scopes = tracker.scopes().to_vec();
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
     crate::metrics::register_process(&mut registry, &config.build);
+    let api_metrics = crate::apimetrics::ApiMetrics::new(&mut registry);
+    let kube_config = kube::Config::infer()
+        .await
+        .map_err(|e| RunError::KubeConfig(Box::new(kube::Error::InferConfig(e))))?;
+    let client = kube::client::ClientBuilder::try_from(kube_config)
+        .map_err(|e| RunError::KubeConfig(Box::new(e)))?
+        .with_layer(&crate::apimetrics::ApiMetricsLayer(api_metrics))
+        .build();
+    let tracker =
+        Tracker::new(&config.kinds, config.namespaces.as_ref()).ignoring(config.namespaces_to_ignore.clone());
+    let scopes = tracker.scopes().to_vec();
     let hashing = match &config.hash_key_secret {
         Some(secret) => {
             let key = api::read_hash_key(&client, secret)
@@ -84,7 +88,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         client: client.clone(),
         tracker: RwLock::new(tracker),
         content: ContentCache::new(client.clone(), metrics.clone()),
-        queue: WorkQueue::new(),
+        queue: WorkQueue::new(metrics.queue_depth.clone(), metrics.queue_wait.clone()),
         limiter: Mutex::new(TokenBucket::new(config.update_rate, config.update_burst)),
         events: EventPublisher::new(client.clone(), identity.clone()),
         metrics: metrics.clone(),
@@ -103,6 +107,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         known_hashes: KnownHashes::default(),
         config_history: config.config_history,
         kept_snapshots: KeptSnapshots::default(),
+        liveness: Liveness::default(),
     });
     if config.leader_election.is_none() {
         metrics.leader.set(1);
@@ -131,13 +136,14 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             .map_err(RunError::Webhook)?;
     }
     let changes = watch::changes(&client, &scopes, ctx.watch_health.clone(), &metrics);
-    tokio::spawn(route(ctx.clone(), changes));
+    let live = &ctx.liveness;
+    live.spawn_essential("the watch router", route(ctx.clone(), changes));
     let failures = Arc::new(Mutex::new(HashMap::new()));
     for _ in 0..config.concurrency.max(1) {
-        tokio::spawn(work(ctx.clone(), failures.clone()));
+        live.spawn_essential("a reconcile worker", work(ctx.clone(), failures.clone()));
     }
     if !config.sync_period.is_zero() {
-        tokio::spawn(resync(ctx.clone(), config.sync_period));
+        live.spawn_essential("the periodic resync", resync(ctx.clone(), config.sync_period));
     }
     let lease_lost = async {
         match lease {
@@ -246,7 +252,14 @@ type Failures = Arc<Mutex<HashMap<WorkloadRef, u32>>>;
 async fn work(ctx: Arc<Context>, failures: Failures) {
     loop {
         let (id, triggered) = ctx.queue.next().await;
+        let started = Instant::now();
         let result = caught(&id, reconcile::reconcile(&ctx, &id, triggered)).await;
+        ctx.metrics
+            .reconcile_duration
+            .get_or_create(&crate::metrics::KindLabel {
+                kind: id.kind.as_str(),
+            })
+            .observe(started.elapsed().as_secs_f64());
         let count = {
             let mut f = failures.lock().unwrap_or_else(|e| e.into_inner());
             if result.is_err() {

@@ -74,7 +74,11 @@ pub async fn mutate(
         }
     };
     let response = AdmissionResponse::from(&request);
+    let started = std::time::Instant::now();
     let decided = tokio::time::timeout(DECISION_DEADLINE, admit(&ctx, &request)).await;
+    ctx.metrics
+        .webhook_duration
+        .observe(started.elapsed().as_secs_f64());
     let (result, response) = match decided {
         Ok(Ok(None)) => ("unchanged", response),
         Ok(Ok(Some(decision))) => match response.clone().with_patch(decision.patch) {
