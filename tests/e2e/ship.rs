@@ -919,3 +919,81 @@ fn the_krew_manifest_filled_in_as_the_release_does_names_a_binary_per_platform()
         );
     }
 }
+
+#[tokio::test]
+async fn a_values_file_written_for_waves_chart_installs_and_its_pod_runs() {
+    let (client, ns) = setup("wave-values").await;
+    let release = format!("wv{}", std::process::id());
+    let helm = |args: &[&str]| {
+        let out = Command::new(helm_bin_dir().join("helm4"))
+            .args(args)
+            .env("KUBECONFIG", cluster().kubeconfig())
+            .env(
+                "HELM_CONFIG_HOME",
+                std::env::temp_dir().join(format!("{release}-helm")),
+            )
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let values = repo_root().join("testdata/wave-chart-values.yaml");
+    let chart = repo_root().join("charts/wave");
+    let (ok, notes) = helm(&[
+        "install",
+        &release,
+        chart.to_str().unwrap(),
+        "-n",
+        &ns,
+        "-f",
+        values.to_str().unwrap(),
+        "--wait",
+        "--timeout",
+        "120s",
+    ]);
+    assert!(ok, "helm install with Wave's chart values: {notes}");
+    for key in [
+        "image.name",
+        "annotations",
+        "global.imagePullSecrets",
+        "global.rbac.enabled",
+    ] {
+        assert!(
+            notes.contains(&format!("DEPRECATED: {key} is Wave's chart key")),
+            "a deprecation line for {key}: {notes}"
+        );
+    }
+    assert!(
+        !notes.contains("DEPRECATED: webhooks.enabled"),
+        "webhooks.enabled: false needs no line"
+    );
+    let name = format!("{release}-wave");
+    let deployment = workloads(&client, &ns, WorkloadKind::DEPLOYMENT)
+        .get(&name)
+        .await
+        .unwrap();
+    let pod = &deployment.data["spec"]["template"];
+    assert_eq!(
+        pod["spec"]["containers"][0]["image"],
+        "ghcr.io/wave-rs/wave:0.1.0"
+    );
+    assert_eq!(pod["metadata"]["annotations"]["team"], "platform");
+    assert_eq!(pod["spec"]["imagePullSecrets"][0]["name"], "registry-credentials");
+    assert!(
+        pod["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("--sync-period=5m"))
+    );
+    assert_eq!(
+        deployment.data["status"]["availableReplicas"], 1,
+        "its pod runs (on a kwok node)"
+    );
+    // Cluster-scoped objects are the release's: remove them.
+    let (ok, text) = helm(&["uninstall", &release, "-n", &ns, "--wait"]);
+    assert!(ok, "{text}");
+}
