@@ -50,6 +50,11 @@ pub async fn keep(
     {
         return Ok(None);
     }
+    if workload.progress.observed_generation < Some(workload.generation) {
+        // Its controller makes the revision before it reports this generation observed: until then a
+        // list would find nothing.
+        return Ok(Some(Outcome::Waiting(REVISION_RECHECK)));
+    }
     let snapshot = Snapshot::of(&id.namespace, refs, fetched);
     if snapshot.hash(&ctx.hashing) != hash {
         // Pinned to an earlier hash, or a hash someone else wrote: not the data behind it.
@@ -65,11 +70,6 @@ pub async fn keep(
             source: Box::new(e),
         }
     };
-    if workload.progress.observed_generation < Some(workload.generation) {
-        // Its controller makes the revision before it reports this generation observed: until then a
-        // list would find nothing.
-        return Ok(Some(Outcome::Waiting(REVISION_RECHECK)));
-    }
     let selector: Vec<String> = workload
         .template
         .metadata
