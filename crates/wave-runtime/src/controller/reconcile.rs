@@ -305,8 +305,9 @@ async fn undo(
         return Ok(not_writing(ctx));
     }
     if wave_core::history::restores_config(workload) {
-        let (type_, reason, note) = match history::restore(ctx, workload, refs, fetched, pin).await? {
-            history::Restored::Done(note) => (EventType::Normal, reason::CONFIG_RESTORED, note),
+        let restored = history::restore(ctx, workload, refs, fetched, pin).await?;
+        let (type_, event_reason, note) = match &restored {
+            history::Restored::Done(note) => (EventType::Normal, reason::CONFIG_RESTORED, note.clone()),
             history::Restored::Refused(why) => (
                 EventType::Warning,
                 reason::CONFIG_RESTORE_REFUSED,
@@ -315,11 +316,11 @@ async fn undo(
                 ),
             ),
         };
-        tracing::info!(workload = %id, reason, "{note}");
+        tracing::info!(workload = %id, reason = event_reason, "{note}");
         ctx.events
-            .publish(workload, type_, reason, action::RESTORE_CONFIG, note)
+            .publish(workload, type_, event_reason, action::RESTORE_CONFIG, note)
             .await;
-        if reason == reason::CONFIG_RESTORED {
+        if matches!(restored, history::Restored::Done(_)) {
             return Ok(Outcome::Restored);
         }
     }
