@@ -92,6 +92,26 @@ impl Env {
 
     /// The invariants every fault test ends with (module docs).
     async fn assert_invariants(&self, workloads: &[(WorkloadKind, String)]) {
+        // The audit log records a write once its response is sent: wait until the current hash's
+        // write is in the file before reading it.
+        for (kind, name) in workloads {
+            let desired = self.desired_hash(*kind, name);
+            wait_for(
+                &format!("{kind} {name}: its last write in the audit log"),
+                TIMEOUT,
+                || async {
+                    self.writes()
+                        .iter()
+                        .any(|w| {
+                            &w.name == name
+                                && w.code == 200
+                                && w.annotation.as_deref() == Some(desired.as_str())
+                        })
+                        .then_some(())
+                },
+            )
+            .await;
+        }
         let writes = self.writes();
         for (kind, name) in workloads {
             let desired = self.desired_hash(*kind, name);
@@ -319,12 +339,22 @@ async fn two_replicas_started_together_on_a_free_lease_never_both_write_in_twent
             Wave::spawn(&configs[1], &[&env.ns], &args),
         ];
         env.wait_current(&workloads, TIMEOUT).await;
-        let writers: std::collections::BTreeSet<String> = env
-            .writes()
-            .into_iter()
-            .filter(|w| users.contains(&w.user))
-            .map(|w| w.user)
-            .collect();
+        // The audit log records a request once its response is sent, so the write the watch already
+        // shows may not be in the file yet: wait for it, never read it on sight.
+        let writers = wait_for(
+            &format!("round {round}: the write in the audit log"),
+            TIMEOUT,
+            || async {
+                let writers: std::collections::BTreeSet<String> = env
+                    .writes()
+                    .into_iter()
+                    .filter(|w| users.contains(&w.user))
+                    .map(|w| w.user)
+                    .collect();
+                (!writers.is_empty()).then_some(writers)
+            },
+        )
+        .await;
         assert_eq!(
             writers.len(),
             1,
