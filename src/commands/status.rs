@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use k8s_openapi::jiff::Timestamp;
 use wave_core::names;
-use wave_core::pace::{self, Marker};
-use wave_core::rollout::{self, State};
+use wave_core::pace;
+use wave_core::rollout::State;
 use wave_core::undo::Pin;
 use wave_core::workload::Workload;
 
@@ -30,11 +30,7 @@ struct StatusView {
 
 /// The rollout as the workload's own status tells it.
 fn rollout_state(w: &Workload, now: Timestamp) -> String {
-    let started = Marker::read(w)
-        .filter(|m| Some(m.hash.as_str()) == w.current_hash())
-        .and_then(|m| m.at.parse().ok());
-    let (deadline, _) = pace::deadline(w, pace::DEFAULT_ROLLOUT_DEADLINE);
-    match rollout::state(w.id.kind, w.generation, &w.progress, started, deadline, now) {
+    match pace::rollout_state(w, pace::DEFAULT_ROLLOUT_DEADLINE, now) {
         State::Complete => "complete".to_string(),
         State::Progressing => "progressing".to_string(),
         State::Failed(why) => format!("failed: {why}"),

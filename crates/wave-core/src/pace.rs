@@ -216,6 +216,16 @@ impl Census {
     }
 }
 
+/// The state of `w`'s current rollout as its own status tells it, timed from its rollout marker when
+/// the marker names its current hash (`wave status`; the census reads the same rule below).
+pub fn rollout_state(w: &Workload, default_deadline: Duration, now: Timestamp) -> State {
+    let started = Marker::read(w)
+        .filter(|m| w.current_hash() == Some(m.hash.as_str()))
+        .and_then(|m| m.started());
+    let (limit, _) = deadline(w, default_deadline);
+    rollout::state(w.id.kind, w.generation, &w.progress, started, limit, now)
+}
+
 /// Reads the census from `workloads`: each one whose marker names its current hash is a wave rollout,
 /// and its own status says whether that rollout is in progress, failed or complete.
 pub fn census<'a>(
