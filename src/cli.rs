@@ -15,6 +15,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use wave_core::duration::parse_go_duration;
 use wave_core::ratelimit;
+use wave_core::refs::ConfigKind;
 use wave_core::workload::WorkloadKind;
 use wave_runtime::config::{
     BindAddress, BuildInfo, CertificateSource, Config, LeaderElection, LogFormat, SecretName, WebhookConfig,
@@ -451,6 +452,32 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_CONFIG_HISTORY")]
     pub config_history: bool,
 
+    /// Handle workloads opted in through Stakater Reloader's annotations as Reloader v1.4.21 does,
+    /// writing exactly what it writes, so switching from Reloader rolls nothing
+    /// (`docs/migrating-from-reloader.md`). `--reloader-compat=false` leaves them alone.
+    #[arg(long, env = "WAVE_RELOADER_COMPAT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "true", action = ArgAction::Set)]
+    pub reloader_compat: bool,
+
+    /// For Reloader-annotated workloads: how a reload is written, as Reloader's flag of the same name:
+    /// `env-vars` (a `STAKATER_<NAME>_<KIND>` env var) or `annotations` (`last-reloaded-from`).
+    #[arg(long, env = "WAVE_RELOAD_STRATEGY", default_value = "env-vars",
+          value_parser = PossibleValuesParser::new(["env-vars", "annotations"])
+              .map(|s| s.parse::<wave_core::reloader::Strategy>().unwrap_or_default()))]
+    pub reload_strategy: wave_core::reloader::Strategy,
+
+    /// Reloader's `--auto-reload-all`: every workload not opted in to wave, whose Reloader `auto`
+    /// annotations are unset, reloads on changes to the ConfigMaps and Secrets it references.
+    #[arg(long, env = "WAVE_AUTO_RELOAD_ALL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
+    pub auto_reload_all: bool,
+
+    /// Reloader's `--resources-to-ignore`: `configmaps` or `secrets`, whose changes reload no
+    /// Reloader-annotated workload (workloads opted in to wave are not affected).
+    #[arg(long, env = "WAVE_RESOURCES_TO_IGNORE", value_delimiter = ',', value_name = "KIND",
+          value_parser = PossibleValuesParser::new(["configmaps", "secrets"]))]
+    pub resources_to_ignore: Vec<String>,
+
     /// Key the config hash: HMAC-SHA256 under the `hash-key` of this Secret (NAMESPACE/NAME), so no pod
     /// template carries a digest of a Secret that can be guessed offline. Changes every hash once.
     #[arg(long, env = "WAVE_HASH_KEY_SECRET", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
@@ -523,6 +550,18 @@ impl RunArgs {
             max_concurrent_rollouts: self.max_concurrent_rollouts,
             rollout_deadline: self.rollout_deadline,
             config_history: self.config_history,
+            reloader: self.reloader_compat.then(|| wave_core::reloader::Options {
+                strategy: self.reload_strategy,
+                auto_reload_all: self.auto_reload_all,
+                ignored_kinds: self
+                    .resources_to_ignore
+                    .iter()
+                    .map(|kind| match kind.as_str() {
+                        "secrets" => ConfigKind::Secret,
+                        _ => ConfigKind::ConfigMap,
+                    })
+                    .collect(),
+            }),
             build: BUILD,
         }
     }

@@ -13,6 +13,7 @@ mod lifecycle;
 mod migration;
 mod operations;
 mod pacing;
+mod reloader;
 mod rollouts;
 mod safety;
 mod ship;

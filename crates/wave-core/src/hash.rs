@@ -34,6 +34,12 @@ pub struct Content {
     /// The object says `wave.pusher.com/ignore: "true"`: it leaves every hash (as if absent) but still
     /// satisfies a required reference (`docs/behaviour.md`, "Scoping").
     pub ignored: bool,
+    /// The keys of a ConfigMap that came from `binaryData`: Reloader's SHA-1 writes those in base64
+    /// (`reloader::sha`). Usually empty.
+    pub binary_keys: BTreeSet<String>,
+    /// The object says `reloader.stakater.com/ignore: "true"`: it reloads no workload opted in through
+    /// Reloader's annotations.
+    pub reloader_ignored: bool,
 }
 
 // Values may be Secret data: never print them.
@@ -42,6 +48,8 @@ impl fmt::Debug for Content {
         f.debug_struct("Content")
             .field("keys", &self.values.keys().collect::<Vec<_>>())
             .field("ignored", &self.ignored)
+            .field("binary_keys", &self.binary_keys)
+            .field("reloader_ignored", &self.reloader_ignored)
             .finish()
     }
 }
@@ -51,7 +59,7 @@ impl Content {
     pub fn new(values: BTreeMap<String, Vec<u8>>) -> Self {
         Self {
             values,
-            ignored: false,
+            ..Self::default()
         }
     }
 
@@ -76,12 +84,16 @@ impl Content {
         for (k, v) in cm.data.iter().flatten() {
             values.insert(k.clone(), v.as_bytes().to_vec());
         }
+        let mut binary_keys = BTreeSet::new();
         for (k, v) in cm.binary_data.iter().flatten() {
             values.insert(k.clone(), v.0.clone());
+            binary_keys.insert(k.clone());
         }
         Self {
             values,
             ignored: is_ignored(&cm.metadata),
+            binary_keys,
+            reloader_ignored: is_reloader_ignored(&cm.metadata),
         }
     }
 
@@ -99,12 +111,19 @@ impl Content {
         Self {
             values,
             ignored: is_ignored(&secret.metadata),
+            binary_keys: BTreeSet::new(),
+            reloader_ignored: is_reloader_ignored(&secret.metadata),
         }
     }
 
     /// Whether `key` is present.
     pub fn contains(&self, key: &str) -> bool {
         self.values.contains_key(key)
+    }
+
+    /// Every key and its value, sorted by key. Values may be Secret data: never print them.
+    pub fn values(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.values.iter().map(|(k, v)| (k.as_str(), v.as_slice()))
     }
 
     /// The key names, sorted.
@@ -118,6 +137,14 @@ pub fn is_ignored(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectM
     meta.annotations
         .as_ref()
         .and_then(|a| a.get(names::IGNORE))
+        .is_some_and(|v| v == "true")
+}
+
+/// Whether a ConfigMap's or Secret's metadata says `reloader.stakater.com/ignore: "true"`.
+pub fn is_reloader_ignored(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(names::reloader::IGNORE))
         .is_some_and(|v| v == "true")
 }
 

@@ -39,6 +39,7 @@ pub mod plan;
 pub mod queue;
 pub mod ratelimit;
 pub mod refs;
+pub mod reloader;
 pub mod rollout;
 pub mod tracker;
 pub mod undo;

@@ -82,6 +82,38 @@ pub const CONTROLLER_NAME: &str = "wave";
 pub const DEFAULT_LEASE_NAME: &str = "wave";
 
 /// Event reasons. Wave's are kept as they are; `ConfigMissing` and `WriteFailed` are ours (Warnings).
+/// Stakater Reloader's annotations and marks, understood natively when `--reloader-compat` is on (the
+/// default), with the defaults of Reloader v1.4.21's flags (`docs/migrating-from-reloader.md`).
+pub mod reloader {
+    /// On a workload: reload on a change to any ConfigMap or Secret it references.
+    pub const AUTO: &str = "reloader.stakater.com/auto";
+    /// On a workload: reload on a change to any ConfigMap it references.
+    pub const CONFIGMAP_AUTO: &str = "configmap.reloader.stakater.com/auto";
+    /// On a workload: reload on a change to any Secret it references.
+    pub const SECRET_AUTO: &str = "secret.reloader.stakater.com/auto";
+    /// On a workload: the ConfigMaps (comma-separated names, each an anchored regular expression) whose
+    /// changes reload it, referenced or not.
+    pub const CONFIGMAP_RELOAD: &str = "configmap.reloader.stakater.com/reload";
+    /// On a workload: the same for Secrets.
+    pub const SECRET_RELOAD: &str = "secret.reloader.stakater.com/reload";
+    /// On a workload: ConfigMaps never to reload it for (comma-separated names).
+    pub const CONFIGMAP_EXCLUDE: &str = "configmaps.exclude.reloader.stakater.com/reload";
+    /// On a workload: Secrets never to reload it for (comma-separated names).
+    pub const SECRET_EXCLUDE: &str = "secrets.exclude.reloader.stakater.com/reload";
+    /// On a workload: reload on a change to a referenced object marked with [`MATCH`].
+    pub const SEARCH: &str = "reloader.stakater.com/search";
+    /// On a ConfigMap or Secret: found by workloads that say [`SEARCH`].
+    pub const MATCH: &str = "reloader.stakater.com/match";
+    /// On a ConfigMap or Secret: its changes reload nothing.
+    pub const IGNORE: &str = "reloader.stakater.com/ignore";
+    /// On a pod template (strategy `annotations`): the object behind the last reload, as JSON.
+    pub const LAST_RELOADED_FROM: &str = "reloader.stakater.com/last-reloaded-from";
+    /// The prefix of the env var that carries an object's SHA-1 (strategy `env-vars`).
+    pub const ENV_PREFIX: &str = "STAKATER_";
+    /// The Event reason Reloader gives a reload, kept so that alerts on it keep working.
+    pub const RELOADED: &str = "Reloaded";
+}
+
 pub mod reason {
     /// Normal: the hash on the pod template was updated.
     pub const CONFIG_CHANGED: &str = "ConfigChanged";
@@ -144,4 +176,6 @@ pub mod action {
     pub const KEEP_CONFIG_HISTORY: &str = "KeepConfigHistory";
     /// Restoring config from a snapshot after an undo.
     pub const RESTORE_CONFIG: &str = "RestoreConfig";
+    /// Writing what Reloader writes for a workload opted in through its annotations.
+    pub const RELOAD: &str = "Reload";
 }

@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use super::index::RefIndex;
 use super::refs::{ConfigKey, ConfigKind, References};
+use super::reloader;
 use super::workload::{Workload, WorkloadKind, WorkloadRef};
 
 /// Which objects one watch stream covers: a kind, in one namespace or in all.
@@ -131,6 +132,9 @@ pub struct ConfigMeta {
     pub owners: Vec<String>,
     /// It says `wave.pusher.com/ignore: "true"`: its changes wake nobody.
     pub ignored: bool,
+    /// It says `reloader.stakater.com/match: "true"`: workloads that say `reloader.stakater.com/search`
+    /// reload on its changes (`reloader`).
+    pub reloader_match: bool,
 }
 
 /// One watch event, tagged with the scope of its stream.
@@ -176,6 +180,14 @@ pub struct Tracker {
     ignored: HashSet<ConfigKey>,
     /// `--namespaces-to-ignore`: nothing in them is tracked.
     ignored_namespaces: BTreeSet<String>,
+    /// Reloader compatibility (`--reloader-compat`): workloads opted in through Reloader's annotations
+    /// are tracked too (`reloader`).
+    reloader: Option<reloader::Options>,
+    /// Config objects marked `reloader.stakater.com/match`.
+    matched: HashSet<ConfigKey>,
+    /// Per namespace, the Reloader workloads whose selection may involve any object there (name
+    /// patterns, `search`): every config change in the namespace wakes them.
+    scanning: HashMap<String, BTreeSet<WorkloadRef>>,
     index: RefIndex,
     relisted_workloads: HashMap<Scope, HashSet<WorkloadRef>>,
     relisted_configs: HashMap<Scope, HashSet<ConfigKey>>,
@@ -211,6 +223,9 @@ impl Tracker {
             owners: HashMap::new(),
             ignored: HashSet::new(),
             ignored_namespaces: BTreeSet::new(),
+            reloader: None,
+            matched: HashSet::new(),
+            scanning: HashMap::new(),
             index: RefIndex::default(),
             relisted_workloads: HashMap::new(),
             relisted_configs: HashMap::new(),
@@ -238,6 +253,55 @@ impl Tracker {
     pub fn ignoring(mut self, namespaces: BTreeSet<String>) -> Self {
         self.ignored_namespaces = namespaces;
         self
+    }
+
+    /// The same tracker, also tracking workloads opted in through Stakater Reloader's annotations.
+    pub fn with_reloader(mut self, options: reloader::Options) -> Self {
+        self.reloader = Some(options);
+        self
+    }
+
+    /// Reloader compatibility's settings, when it is on.
+    pub fn reloader(&self) -> Option<&reloader::Options> {
+        self.reloader.as_ref()
+    }
+
+    /// What `workload` asked Reloader to watch, when compatibility is on and it asked anything.
+    pub fn reloader_selection(&self, workload: &Workload) -> Option<reloader::Selection> {
+        reloader::selection(workload, self.reloader.as_ref()?)
+    }
+
+    /// The objects that exist and may reload `workload` under `needs`: those it references or names,
+    /// and, when it scans, every object of its namespace.
+    pub fn reloader_candidates(
+        &self,
+        workload: &Workload,
+        needs: &reloader::Needs,
+    ) -> Vec<reloader::Candidate> {
+        let candidate = |key: &ConfigKey| reloader::Candidate {
+            key: key.clone(),
+            matched: self.matched.contains(key),
+        };
+        if needs.scan {
+            let ns = &workload.id.namespace;
+            self.configs
+                .keys()
+                .filter(|k| &k.namespace == ns)
+                .map(candidate)
+                .collect()
+        } else {
+            needs
+                .keys
+                .iter()
+                .filter(|k| self.configs.contains_key(*k))
+                .map(candidate)
+                .collect()
+        }
+    }
+
+    /// Whether wave has anything to do for `workload`: its own reasons, or Reloader's annotations.
+    fn needs_reconcile(&self, workload: &Workload) -> bool {
+        workload.needs_reconcile() || self.reloader_selection(workload).is_some()
     }
 
     /// Whether `namespace` is watched; a reference outside the watched namespaces cannot be tracked.
@@ -288,7 +352,7 @@ impl Tracker {
         let mut out: Vec<_> = self
             .workloads
             .values()
-            .filter(|w| w.needs_reconcile())
+            .filter(|w| self.needs_reconcile(w))
             .map(|w| w.id.clone())
             .collect();
         out.sort();
@@ -345,7 +409,13 @@ impl Tracker {
     }
 
     fn upsert_workload(&mut self, w: Workload, fx: &mut Effects) {
-        let orphans = self.index.replace(&w.id, w.references().keys());
+        let reloader = self.reloader_selection(&w).map(|sel| sel.needs(&w));
+        let keys = match &reloader {
+            Some(needs) => needs.keys.clone(),
+            None => w.references().keys(),
+        };
+        self.set_scanning(&w.id, reloader.is_some_and(|n| n.scan));
+        let orphans = self.index.replace(&w.id, keys);
         fx.evict.extend(orphans);
         let changed = match self.workloads.get(&w.id) {
             None => true,
@@ -357,7 +427,7 @@ impl Tracker {
         if self.ready && progressed && w.is_opted_in() {
             fx.progressed.push(w.id.clone());
         }
-        if self.ready && changed && w.needs_reconcile() {
+        if self.ready && changed && self.needs_reconcile(&w) {
             fx.enqueue.push(w.id.clone());
         }
         self.workloads.insert(w.id.clone(), Arc::new(w));
@@ -368,7 +438,22 @@ impl Tracker {
             fx.deleted.push(id.clone());
             fx.progressed.push(id.clone());
         }
+        self.set_scanning(id, false);
         fx.evict.extend(self.index.remove(id));
+    }
+
+    fn set_scanning(&mut self, id: &WorkloadRef, scans: bool) {
+        if scans {
+            self.scanning
+                .entry(id.namespace.clone())
+                .or_default()
+                .insert(id.clone());
+        } else if let Some(set) = self.scanning.get_mut(&id.namespace) {
+            set.remove(id);
+            if set.is_empty() {
+                self.scanning.remove(&id.namespace);
+            }
+        }
     }
 
     fn apply_config(&mut self, scope: Scope, event: Event<ConfigMeta>, fx: &mut Effects) {
@@ -413,6 +498,11 @@ impl Tracker {
         } else if was_ignored {
             self.ignored.remove(&meta.key);
         }
+        if meta.reloader_match {
+            self.matched.insert(meta.key.clone());
+        } else {
+            self.matched.remove(&meta.key);
+        }
         self.set_owners(&meta.key, meta.owners);
         self.configs.insert(meta.key, meta.version);
     }
@@ -423,6 +513,7 @@ impl Tracker {
         }
         self.set_owners(key, Vec::new());
         self.ignored.remove(key);
+        self.matched.remove(key);
         fx.evict.push(key.clone());
     }
 
@@ -457,6 +548,9 @@ impl Tracker {
         }
         let before = fx.enqueue.len();
         fx.enqueue.extend(self.index.dependents(key).cloned());
+        // The queue drops a workload enqueued twice.
+        fx.enqueue
+            .extend(self.scanning.get(&key.namespace).into_iter().flatten().cloned());
         if fx.enqueue.len() > before {
             fx.config_triggered = true;
             fx.changed_configs.push(key.clone());
@@ -522,6 +616,7 @@ mod tests {
             },
             owners: Vec::new(),
             ignored: false,
+            reloader_match: false,
         }
     }
 
@@ -535,7 +630,10 @@ mod tests {
 
     /// A tracker that has listed everything once: `workloads` and `configs` present.
     fn synced(workloads: Vec<Workload>, configs: Vec<ConfigMeta>) -> (Tracker, Effects) {
-        let mut t = Tracker::new(&WorkloadKind::BUILT_IN, None);
+        synced_from(Tracker::new(&WorkloadKind::BUILT_IN, None), workloads, configs)
+    }
+
+    fn synced_from(mut t: Tracker, workloads: Vec<Workload>, configs: Vec<ConfigMeta>) -> (Tracker, Effects) {
         let mut last = Effects::default();
         for s in t.scopes().to_vec() {
             t.apply(match s.resource {
@@ -764,6 +862,7 @@ mod tests {
             },
             owners: Vec::new(),
             ignored: false,
+            reloader_match: false,
         };
         t.apply(Change::Config(scope_b.clone(), Event::Apply(meta("b"))));
         t.apply(Change::Config(scope_a.clone(), Event::Init));
@@ -774,5 +873,64 @@ mod tests {
         );
         assert!(t.watches_namespace("a") && !t.watches_namespace("c"));
         assert!(!t.is_ready());
+    }
+
+    fn reloader_workload(name: &str, annotation: (&str, &str), spec: serde_json::Value) -> Workload {
+        let mut w = deployment("ns", name, &[annotation], spec);
+        w.annotations.remove(names::UPDATE_ON_CONFIG_CHANGE);
+        w
+    }
+
+    #[test]
+    fn reloader_annotated_workloads_are_tracked_only_with_compatibility_on() {
+        let spec = json!({"containers": [{"name": "c", "envFrom": [{"configMapRef": {"name": "cm"}}]}]});
+        let w = reloader_workload("r", (names::reloader::AUTO, "true"), spec);
+        let (mut off, fx) = synced(vec![w.clone()], vec![cm_meta("cm", "1")]);
+        assert!(fx.enqueue.is_empty());
+        assert!(
+            off.apply(Change::Config(
+                scope(CONFIGMAPS),
+                Event::Apply(cm_meta("cm", "2"))
+            ))
+            .enqueue
+            .is_empty()
+        );
+
+        let on = Tracker::new(&WorkloadKind::BUILT_IN, None).with_reloader(reloader::Options::default());
+        let (mut on, fx) = synced_from(on, vec![w], vec![cm_meta("cm", "1")]);
+        assert_eq!(names_of(&fx), ["r"]);
+        let fx = on.apply(Change::Config(
+            scope(CONFIGMAPS),
+            Event::Apply(cm_meta("cm", "2")),
+        ));
+        assert_eq!(names_of(&fx), ["r"]);
+    }
+
+    #[test]
+    fn a_reloader_workload_with_a_name_pattern_wakes_on_any_config_change_in_its_namespace() {
+        let w = reloader_workload(
+            "r",
+            (names::reloader::CONFIGMAP_RELOAD, "app-.*"),
+            json!({"containers": [{"name": "c"}]}),
+        );
+        let on = Tracker::new(&WorkloadKind::BUILT_IN, None).with_reloader(reloader::Options::default());
+        let (mut t, _) = synced_from(
+            on,
+            vec![w.clone()],
+            vec![cm_meta("app-1", "1"), cm_meta("other", "1")],
+        );
+        let needs = t.reloader_selection(&w).unwrap().needs(&w);
+        assert_eq!(t.reloader_candidates(&w, &needs).len(), 2);
+        let fx = t.apply(Change::Config(
+            scope(CONFIGMAPS),
+            Event::Apply(cm_meta("app-2", "1")),
+        ));
+        assert_eq!(names_of(&fx), ["r"]);
+        t.apply(Change::Workload(scope(DEPLOYMENTS), Event::Delete(w)));
+        let fx = t.apply(Change::Config(
+            scope(CONFIGMAPS),
+            Event::Apply(cm_meta("app-3", "1")),
+        ));
+        assert!(fx.enqueue.is_empty(), "a deleted workload scans nothing");
     }
 }

@@ -95,9 +95,32 @@ pub async fn patch_workload(
     id: &WorkloadRef,
     body: &serde_json::Value,
 ) -> Result<(), kube::Error> {
+    patch_workload_as(client, id, body, PatchStyle::Merge).await
+}
+
+/// How a patch of a workload is applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchStyle {
+    /// JSON merge patch: wave's own writes (difference `merge-patch` in `docs/behaviour.md`).
+    Merge,
+    /// Strategic merge patch: what Reloader sends, so env vars merge into a container by name.
+    Strategic,
+}
+
+/// Patches a workload with `body` applied as `style`, as field manager `wave`.
+pub async fn patch_workload_as(
+    client: &Client,
+    id: &WorkloadRef,
+    body: &serde_json::Value,
+    style: PatchStyle,
+) -> Result<(), kube::Error> {
     let params = as_wave();
+    let patch = match style {
+        PatchStyle::Merge => Patch::Merge(body),
+        PatchStyle::Strategic => Patch::Strategic(body),
+    };
     workload_api(client, id.kind, Some(&id.namespace))
-        .patch(&id.name, &params, &Patch::Merge(body))
+        .patch(&id.name, &params, &patch)
         .await
         .map(drop)
 }

@@ -71,6 +71,8 @@ pub struct Context {
     pub kept_snapshots: KeptSnapshots,
     /// The essential tasks, for `/livez`.
     pub liveness: Liveness,
+    /// For workloads opted in through Reloader's annotations: the SHA-1s wave last saw.
+    pub reloader_seen: Mutex<wave_core::reloader::Seen>,
 }
 
 impl Context {
@@ -94,6 +96,11 @@ impl Context {
     /// The coalescer (short critical sections).
     pub fn coalescer(&self) -> MutexGuard<'_, Coalescer<WorkloadRef>> {
         self.coalescer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What wave saw of Reloader workloads' config (short critical sections).
+    pub fn reloader_seen(&self) -> MutexGuard<'_, wave_core::reloader::Seen> {
+        self.reloader_seen.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The flap breaker (short critical sections).

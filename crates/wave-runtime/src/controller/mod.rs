@@ -17,6 +17,7 @@ pub mod history;
 pub mod legacy;
 pub mod pacing;
 pub mod reconcile;
+pub mod reloader;
 pub mod watch;
 pub mod workqueue;
 
@@ -61,8 +62,11 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         .map_err(|e| RunError::KubeConfig(Box::new(e)))?
         .with_layer(&crate::apimetrics::ApiMetricsLayer(api_metrics))
         .build();
-    let tracker =
+    let mut tracker =
         Tracker::new(&config.kinds, config.namespaces.as_ref()).ignoring(config.namespaces_to_ignore.clone());
+    if let Some(options) = &config.reloader {
+        tracker = tracker.with_reloader(options.clone());
+    }
     let scopes = tracker.scopes().to_vec();
     let hashing = match &config.hash_key_secret {
         Some(secret) => {
@@ -108,6 +112,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         config_history: config.config_history,
         kept_snapshots: KeptSnapshots::default(),
         liveness: Liveness::default(),
+        reloader_seen: Mutex::default(),
     });
     if config.leader_election.is_none() {
         metrics.leader.set(1);
@@ -190,6 +195,7 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
             ctx.pacer().forget(id);
             ctx.known_hashes.forget(id);
             ctx.kept_snapshots.forget(id);
+            ctx.reloader_seen().forget(id);
         }
         for key in &fx.changed_configs {
             let observed = ctx.flaps().observe(key, seen);

@@ -29,7 +29,7 @@ use wave_core::workload::{Workload, WorkloadRef};
 
 use super::context::Context;
 use super::{held_pods, history, legacy, pacing};
-use crate::api::{self, describe, error_chain, is_conflict, is_not_found};
+use crate::api::{self, PatchStyle, describe, error_chain, is_conflict, is_not_found};
 use crate::error::ReconcileError;
 use crate::events::EventType;
 use crate::metrics::{KindError, KindLabel, KindResult};
@@ -141,6 +141,9 @@ async fn plan_and_write(
             workload = fresh;
         }
     }
+    if !workload.is_opted_in() && ctx.tracker().reloader_selection(&workload).is_some() {
+        return super::reloader::reconcile(ctx, workload, triggered).await;
+    }
     for attempt in 1..=CONFLICT_ATTEMPTS {
         let mut refs = workload.references();
         let unwatched = ctx.tracker().restrict_to_watched(&mut refs);
@@ -207,7 +210,8 @@ async fn plan_and_write(
         {
             return Ok(outcome);
         }
-        let result = write_once(ctx, &workload, &write).await;
+        let body = plan::patch_body(&workload, &write);
+        let result = write_once(ctx, &workload, &body, PatchStyle::Merge).await;
         let last_conflict = matches!(result, Ok(None)) && attempt == CONFLICT_ATTEMPTS;
         if paced && (last_conflict || matches!(result, Err(_) | Ok(Some(Outcome::Gone | Outcome::NotLeader))))
         {
@@ -243,7 +247,7 @@ async fn plan_and_write(
 }
 
 /// The workload as stored now; `None` if it is gone.
-async fn reread(ctx: &Context, id: &WorkloadRef) -> Result<Option<Arc<Workload>>, ReconcileError> {
+pub(super) async fn reread(ctx: &Context, id: &WorkloadRef) -> Result<Option<Arc<Workload>>, ReconcileError> {
     match api::get_workload(&ctx.client, id).await {
         Ok(fresh) => Ok(fresh.map(Arc::new)),
         Err(source) => Err(ReconcileError::GetWorkload {
@@ -254,10 +258,11 @@ async fn reread(ctx: &Context, id: &WorkloadRef) -> Result<Option<Arc<Workload>>
 }
 
 /// One write: a token, the lease, the PATCH. `Ok(None)` is a 409 Conflict (re-read and re-plan).
-async fn write_once(
+pub(super) async fn write_once(
     ctx: &Context,
     workload: &Workload,
-    write: &Write,
+    body: &serde_json::Value,
+    style: PatchStyle,
 ) -> Result<Option<Outcome>, ReconcileError> {
     let id = &workload.id;
     if let Err(wait) = ctx.limiter().reserve(id, Instant::now()) {
@@ -266,13 +271,16 @@ async fn write_once(
     if !may_write(ctx, id).await? {
         return Ok(Some(not_writing(ctx)));
     }
-    let body = plan::patch_body(workload, write);
-    match api::patch_workload(&ctx.client, id, &body).await {
+    match api::patch_workload_as(&ctx.client, id, body, style).await {
         Ok(()) => Ok(Some(Outcome::Written)),
         Err(e) if is_not_found(&e) => Ok(Some(Outcome::Gone)),
         Err(e) if is_conflict(&e) => Ok(None),
         Err(source) => {
-            let note = format!("Writing the config hash failed: {}", describe(&source));
+            let what = match style {
+                PatchStyle::Merge => "the config hash",
+                PatchStyle::Strategic => "the reload",
+            };
+            let note = format!("Writing {what} failed: {}", describe(&source));
             ctx.events
                 .publish(
                     workload,
@@ -371,7 +379,7 @@ fn is_rollout(workload: &Workload, write: &Write) -> bool {
 
 /// Whether a rollout waits: while a config object the workload uses flaps, or until its minimum
 /// interval since its last rollout has passed.
-async fn hold_back(ctx: &Context, workload: &Workload, refs: &References) -> Option<Outcome> {
+pub(super) async fn hold_back(ctx: &Context, workload: &Workload, refs: &References) -> Option<Outcome> {
     let now = Instant::now();
     settle_flaps(ctx, now).await;
     let keys = refs.keys();
@@ -440,7 +448,7 @@ async fn settle_flaps(ctx: &Context, now: Instant) {
 
 /// Why a write was not made: another replica leads (the work is dropped: the new leader checks every
 /// workload when it takes over), or this one could not confirm its lease (the work is kept).
-fn not_writing(ctx: &Context) -> Outcome {
+pub(super) fn not_writing(ctx: &Context) -> Outcome {
     if ctx.is_leader() {
         Outcome::LeaseUnconfirmed
     } else {

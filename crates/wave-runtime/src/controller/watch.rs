@@ -207,6 +207,11 @@ fn config_change<K>(kind: ConfigKind) -> impl Fn(Scope, Event<PartialObjectMeta<
             event.map(|obj| {
                 let meta = obj.metadata;
                 let ignored = wave_core::hash::is_ignored(&meta);
+                let reloader_match = meta
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(wave_core::names::reloader::MATCH))
+                    .is_some_and(|v| v == "true");
                 ConfigMeta {
                     key: ConfigKey::new(
                         kind,
@@ -218,6 +223,7 @@ fn config_change<K>(kind: ConfigKind) -> impl Fn(Scope, Event<PartialObjectMeta<
                         resource_version: meta.resource_version.unwrap_or_default(),
                     },
                     ignored,
+                    reloader_match,
                     owners: meta
                         .owner_references
                         .unwrap_or_default()

@@ -1,0 +1,1063 @@
+//! Stakater Reloader compatibility: workloads opted in with Reloader's annotations are handled the way
+//! Reloader v1.4.21 handles them, and wave writes exactly what Reloader writes, so switching from
+//! Reloader to wave rolls nothing (`docs/migrating-from-reloader.md`).
+//!
+//! ```text
+//! selection(workload, options) ─► Selection (per kind: auto, name patterns, search, exclusions)
+//!   Selection::needs ─► the objects to index (referenced, named) and whether to scan the namespace
+//! targets(workload, selection, objects) ─► [Target] (an object, and the container Reloader marks)
+//! plan(workload, targets, fetched, options, seen, now) ─► Decision { marks, observed }
+//!   patch_body(workload, marks) ─► strategic merge patch (env var or pod-template annotation)
+//! ```
+//!
+//! Reloader is edge-triggered: it reloads when an update event shows an object's SHA-1 changed, and
+//! writes nothing for objects that never changed (so it cannot see a change made while it was down,
+//! Reloader#814). wave is level-triggered: for each target it compares the object's SHA-1 now with the
+//! one the workload carries (the `STAKATER_<NAME>_<KIND>` env var, or the object named by
+//! `last-reloaded-from`), and, where the workload carries none, with the SHA-1 wave first saw ([`Seen`]).
+//! So a workload Reloader managed is not written at startup unless its config changed meanwhile.
+//!
+//! The rules below follow Reloader's `ShouldReload` (`pkg/common/common.go`), `getContainerUsingResource`
+//! and `updateContainerEnvVars` / `updatePodAnnotations` (`internal/pkg/handler/upgrade.go`) and
+//! `GetSHAfromConfigmap` / `GetSHAfromSecret` (`internal/pkg/util/util.go`) at tag v1.4.21 of
+//! <https://github.com/stakater/Reloader>; `docs/migrating-from-reloader.md` states them in prose.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::str::FromStr;
+
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+use serde::Serialize;
+use serde_json::{Value, json};
+use sha1::{Digest as _, Sha1};
+
+use crate::hash::{Content, Fetched};
+use crate::names::reloader as names;
+use crate::refs::{ConfigKey, ConfigKind};
+use crate::workload::{Workload, WorkloadRef};
+
+/// How a reload is written (Reloader's `--reload-strategy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Strategy {
+    /// An env var `STAKATER_<NAME>_<KIND>` holding the object's SHA-1, on the container that uses it.
+    #[default]
+    EnvVars,
+    /// The pod-template annotation `reloader.stakater.com/last-reloaded-from`.
+    Annotations,
+}
+
+impl Strategy {
+    /// The flag value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::EnvVars => "env-vars",
+            Strategy::Annotations => "annotations",
+        }
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "env-vars" => Ok(Strategy::EnvVars),
+            "annotations" => Ok(Strategy::Annotations),
+            other => Err(format!(
+                "unknown reload strategy {other:?}: expected \"env-vars\" or \"annotations\""
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The settings of Reloader compatibility (`--reloader-compat` on).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `--reload-strategy`.
+    pub strategy: Strategy,
+    /// `--auto-reload-all`: every workload whose `auto` annotations are unset behaves as `auto: "true"`.
+    pub auto_reload_all: bool,
+    /// `--resources-to-ignore`: the config kinds whose changes reload nothing.
+    pub ignored_kinds: BTreeSet<ConfigKind>,
+}
+
+/// Reloader's name for a kind: the suffix of its env var and the `type` of `last-reloaded-from`.
+pub fn type_name(kind: ConfigKind) -> &'static str {
+    match kind {
+        ConfigKind::ConfigMap => "CONFIGMAP",
+        ConfigKind::Secret => "SECRET",
+    }
+}
+
+/// Reloader's SHA-1 of an object: its entries as `key=value`, sorted as strings, joined with `;`. A
+/// ConfigMap's `binaryData` values are written in standard base64; a Secret's values as raw bytes.
+pub fn sha(kind: ConfigKind, content: &Content) -> String {
+    let mut entries: Vec<Vec<u8>> = content
+        .values()
+        .map(|(key, value)| {
+            let mut entry = Vec::with_capacity(key.len() + 1 + value.len());
+            entry.extend_from_slice(key.as_bytes());
+            entry.push(b'=');
+            if kind == ConfigKind::ConfigMap && content.binary_keys.contains(key) {
+                entry.extend_from_slice(base64::engine::general_purpose::STANDARD.encode(value).as_bytes());
+            } else {
+                entry.extend_from_slice(value);
+            }
+            entry
+        })
+        .collect();
+    // Go sorts the strings bytewise, as `Vec<u8>` does.
+    entries.sort();
+    let mut hasher = Sha1::new();
+    for (i, entry) in entries.iter().enumerate() {
+        if i > 0 {
+            hasher.update(b";");
+        }
+        hasher.update(entry);
+    }
+    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The env var Reloader keeps an object's SHA-1 in: `STAKATER_` + the name upper-cased, each run of
+/// characters other than `A-Z0-9` after a valid one becoming one `_`, + `_CONFIGMAP` or `_SECRET`.
+pub fn env_var_name(kind: ConfigKind, name: &str) -> String {
+    let mut out = String::from(names::ENV_PREFIX);
+    let mut last_valid = false;
+    for c in name.bytes().map(|b| b.to_ascii_uppercase()) {
+        if c.is_ascii_uppercase() || c.is_ascii_digit() {
+            out.push(char::from(c));
+            last_valid = true;
+        } else {
+            if last_valid {
+                out.push('_');
+            }
+            last_valid = false;
+        }
+    }
+    out.push('_');
+    out.push_str(type_name(kind));
+    out
+}
+
+/// Go's `strconv.ParseBool`, which Reloader uses for `auto`; anything else is false.
+fn go_bool(value: Option<&String>) -> bool {
+    matches!(
+        value.map(String::as_str),
+        Some("1" | "t" | "T" | "TRUE" | "true" | "True")
+    )
+}
+
+/// A name from a `reload` annotation: Reloader matches it as the regular expression `^name$`.
+#[derive(Clone, Debug)]
+pub enum Pattern {
+    /// A name with no regular-expression syntax in it: matches only itself.
+    Literal(String),
+    /// Anything else.
+    Regex(regex::Regex),
+}
+
+impl Pattern {
+    fn parse(value: &str) -> Result<Self, String> {
+        if regex::escape(value) == value {
+            return Ok(Pattern::Literal(value.to_string()));
+        }
+        regex::Regex::new(&format!("^{value}$"))
+            .map(Pattern::Regex)
+            .map_err(|e| format!("{value:?} is not a valid regular expression: {e}"))
+    }
+
+    fn matches(&self, name: &str) -> bool {
+        match self {
+            Pattern::Literal(literal) => literal == name,
+            Pattern::Regex(re) => re.is_match(name),
+        }
+    }
+}
+
+/// What a workload asked of one config kind.
+#[derive(Clone, Debug, Default)]
+pub struct KindSelection {
+    /// `auto` or the kind's own `auto` is true (or unset, under `--auto-reload-all`): referenced objects.
+    pub auto: bool,
+    /// The `reload` annotation's names: matching objects, referenced or not.
+    pub patterns: Vec<Pattern>,
+    /// `search: "true"`: referenced objects marked `match: "true"`.
+    pub search: bool,
+    /// The `exclude` annotation's names: never these.
+    pub exclude: BTreeSet<String>,
+}
+
+impl KindSelection {
+    fn selects_anything(&self) -> bool {
+        self.auto || self.search || !self.patterns.is_empty()
+    }
+
+    /// Whether a change to the object `name` (`matched`: it says `match: "true"`) reloads the workload,
+    /// and if so whether as `auto` (only through a container that uses it) or by name (`Some(false)`).
+    fn reloads(&self, name: &str, matched: bool) -> Option<bool> {
+        if self.exclude.contains(name) {
+            return None;
+        }
+        if self.patterns.iter().any(|p| p.matches(name)) {
+            return Some(false);
+        }
+        if (self.search && matched) || self.auto {
+            return Some(true);
+        }
+        None
+    }
+}
+
+/// What a workload asked Reloader to watch. See [`selection`].
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    /// For ConfigMaps.
+    pub config_maps: KindSelection,
+    /// For Secrets.
+    pub secrets: KindSelection,
+    /// Annotation values that could not be used, for warnings (Reloader exits on a bad pattern).
+    pub problems: Vec<String>,
+}
+
+/// The objects a [`Selection`] may involve, known before looking at the namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Objects it references, and objects its `reload` annotations name literally.
+    pub keys: BTreeSet<ConfigKey>,
+    /// It has name patterns or `search`: any object of the namespace may be involved.
+    pub scan: bool,
+}
+
+impl Selection {
+    /// The selection for `kind`.
+    pub fn of(&self, kind: ConfigKind) -> &KindSelection {
+        match kind {
+            ConfigKind::ConfigMap => &self.config_maps,
+            ConfigKind::Secret => &self.secrets,
+        }
+    }
+
+    /// What the tracker indexes for the workload.
+    pub fn needs(&self, workload: &Workload) -> Needs {
+        let ns = &workload.id.namespace;
+        let mut needs = Needs::default();
+        for (kind, name) in referenced(workload) {
+            needs.keys.insert(ConfigKey::new(kind, ns, name));
+        }
+        for kind in [ConfigKind::ConfigMap, ConfigKind::Secret] {
+            let sel = self.of(kind);
+            needs.scan |= sel.search;
+            for pattern in &sel.patterns {
+                match pattern {
+                    Pattern::Literal(name) => {
+                        needs.keys.insert(ConfigKey::new(kind, ns, name));
+                    }
+                    Pattern::Regex(_) => needs.scan = true,
+                }
+            }
+        }
+        needs
+    }
+}
+
+fn annotation_keys(kind: ConfigKind) -> (&'static str, &'static str, &'static str) {
+    match kind {
+        ConfigKind::ConfigMap => (
+            names::CONFIGMAP_RELOAD,
+            names::CONFIGMAP_AUTO,
+            names::CONFIGMAP_EXCLUDE,
+        ),
+        ConfigKind::Secret => (names::SECRET_RELOAD, names::SECRET_AUTO, names::SECRET_EXCLUDE),
+    }
+}
+
+/// What `workload` asked Reloader to watch; `None` when it did not opt in through Reloader's
+/// annotations (or opted in to wave's own, which then wins). Per kind, like Reloader, the annotations
+/// are read from the workload's metadata if it has any of that kind's (`reload`, `auto`, the kind's
+/// `auto`, `search`), else from its pod template's; `exclude` only from the metadata.
+pub fn selection(workload: &Workload, options: &Options) -> Option<Selection> {
+    if workload.is_opted_in() || !workload.id.kind.info().rolls_out {
+        return None;
+    }
+    let empty = BTreeMap::new();
+    let pod = workload
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.as_ref())
+        .unwrap_or(&empty);
+    let meta = &workload.annotations;
+    let mut selection = Selection::default();
+    for kind in [ConfigKind::ConfigMap, ConfigKind::Secret] {
+        if options.ignored_kinds.contains(&kind) {
+            continue;
+        }
+        let (reload, typed_auto, exclude) = annotation_keys(kind);
+        let on_meta = [reload, typed_auto, names::AUTO, names::SEARCH]
+            .iter()
+            .any(|k| meta.contains_key(*k));
+        let source = if on_meta { meta } else { pod };
+        let auto = source.get(names::AUTO);
+        let typed = source.get(typed_auto);
+        let unset = |v: Option<&String>| v.is_none_or(String::is_empty);
+        let mut sel = KindSelection {
+            auto: go_bool(auto) || go_bool(typed) || (unset(auto) && unset(typed) && options.auto_reload_all),
+            search: source.get(names::SEARCH).is_some_and(|v| v == "true"),
+            exclude: meta
+                .get(exclude)
+                .map(|v| v.split(',').map(|n| n.trim().to_string()).collect())
+                .unwrap_or_default(),
+            patterns: Vec::new(),
+        };
+        for value in source.get(reload).into_iter().flat_map(|v| v.split(',')) {
+            let value = value.trim();
+            if value.is_empty() {
+                continue;
+            }
+            match Pattern::parse(value) {
+                Ok(p) => sel.patterns.push(p),
+                Err(e) => selection.problems.push(format!("annotation {reload}: {e}")),
+            }
+        }
+        match kind {
+            ConfigKind::ConfigMap => selection.config_maps = sel,
+            ConfigKind::Secret => selection.secrets = sel,
+        }
+    }
+    (selection.config_maps.selects_anything() || selection.secrets.selects_anything()).then_some(selection)
+}
+
+/// Every object the pod template uses the way Reloader looks for it: volumes (plain and projected) and
+/// env references (`env[].valueFrom`, `envFrom`) of containers and init containers.
+fn referenced(workload: &Workload) -> Vec<(ConfigKind, String)> {
+    let Some(spec) = workload.template.spec.as_ref() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for volume in spec.volumes.iter().flatten() {
+        if let Some(cm) = &volume.config_map {
+            out.push((ConfigKind::ConfigMap, cm.name.clone()));
+        }
+        if let Some(name) = volume.secret.as_ref().and_then(|s| s.secret_name.clone()) {
+            out.push((ConfigKind::Secret, name));
+        }
+        for source in volume.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+            if let Some(cm) = &source.config_map {
+                out.push((ConfigKind::ConfigMap, cm.name.clone()));
+            }
+            if let Some(s) = &source.secret {
+                out.push((ConfigKind::Secret, s.name.clone()));
+            }
+        }
+    }
+    for container in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
+        for kind in [ConfigKind::ConfigMap, ConfigKind::Secret] {
+            for name in env_references(container, kind) {
+                out.push((kind, name.to_string()));
+            }
+        }
+    }
+    out
+}
+
+fn env_references(container: &Container, kind: ConfigKind) -> impl Iterator<Item = &str> {
+    let env = container.env.iter().flatten().filter_map(move |e| {
+        let source = e.value_from.as_ref()?;
+        match kind {
+            ConfigKind::ConfigMap => source.config_map_key_ref.as_ref().map(|r| r.name.as_str()),
+            ConfigKind::Secret => source.secret_key_ref.as_ref().map(|r| r.name.as_str()),
+        }
+    });
+    let env_from = container
+        .env_from
+        .iter()
+        .flatten()
+        .filter_map(move |e| match kind {
+            ConfigKind::ConfigMap => e.config_map_ref.as_ref().map(|r| r.name.as_str()),
+            ConfigKind::Secret => e.secret_ref.as_ref().map(|r| r.name.as_str()),
+        });
+    env.chain(env_from)
+}
+
+/// The container Reloader marks for object `name`: the first container mounting a volume of it; the
+/// first container referencing it in its env; the first container, when only init containers use it;
+/// the first container, when the workload named it (`auto` false); otherwise none (it is not used).
+fn container_for(spec: &PodSpec, kind: ConfigKind, name: &str, auto: bool) -> Option<String> {
+    let first = || spec.containers.first().map(|c| c.name.clone());
+    let init = spec.init_containers.as_deref().unwrap_or_default();
+    let volume = spec.volumes.iter().flatten().find(|v| {
+        let plain = match kind {
+            ConfigKind::ConfigMap => v.config_map.as_ref().is_some_and(|c| c.name == name),
+            ConfigKind::Secret => v
+                .secret
+                .as_ref()
+                .is_some_and(|s| s.secret_name.as_deref() == Some(name)),
+        };
+        plain
+            || v.projected
+                .iter()
+                .flat_map(|p| p.sources.iter().flatten())
+                .any(|s| match kind {
+                    ConfigKind::ConfigMap => s.config_map.as_ref().is_some_and(|c| c.name == name),
+                    ConfigKind::Secret => s.secret.as_ref().is_some_and(|c| c.name == name),
+                })
+    });
+    if let Some(volume) = volume {
+        let mounts = |c: &&Container| c.volume_mounts.iter().flatten().any(|m| m.name == volume.name);
+        if let Some(c) = spec.containers.iter().find(mounts) {
+            return Some(c.name.clone());
+        }
+        if init.iter().any(|c| mounts(&c)) {
+            return first();
+        }
+    }
+    let uses = |c: &&Container| env_references(c, kind).any(|n| n == name);
+    if let Some(c) = spec.containers.iter().find(uses) {
+        return Some(c.name.clone());
+    }
+    if init.iter().any(|c| uses(&c)) {
+        return first();
+    }
+    if !auto {
+        return first();
+    }
+    None
+}
+
+/// An object whose changes reload the workload, and the container that carries its mark.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The object.
+    pub key: ConfigKey,
+    /// The container whose env carries its SHA-1 (strategy `env-vars`), or that `containerRefs` names.
+    pub container: String,
+}
+
+/// An object that exists, as the tracker knows it (its metadata only).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    /// The object.
+    pub key: ConfigKey,
+    /// It says `reloader.stakater.com/match: "true"`.
+    pub matched: bool,
+}
+
+/// The objects among `candidates` (objects of the workload's namespace that exist) whose changes reload
+/// the workload, sorted.
+pub fn targets(workload: &Workload, selection: &Selection, candidates: &[Candidate]) -> Vec<Target> {
+    let Some(spec) = workload.template.spec.as_ref() else {
+        return Vec::new();
+    };
+    let mut out: Vec<Target> = candidates
+        .iter()
+        .filter(|c| c.key.namespace == workload.id.namespace)
+        .filter_map(|c| {
+            let auto = selection.of(c.key.kind).reloads(&c.key.name, c.matched)?;
+            let container = container_for(spec, c.key.kind, &c.key.name, auto)?;
+            Some(Target {
+                key: c.key.clone(),
+                container,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    out.dedup();
+    out
+}
+
+/// What `last-reloaded-from` holds: Reloader's `ReloadSource`, with its fields in Reloader's order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReloadSource {
+    /// `CONFIGMAP` or `SECRET`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The object's name.
+    pub name: String,
+    /// The object's namespace.
+    pub namespace: String,
+    /// Its SHA-1 when the reload was written.
+    pub hash: String,
+    /// The container that uses it.
+    pub container_refs: Vec<String>,
+    /// When the reload was written (Unix seconds).
+    pub observed_at: i64,
+}
+
+/// One mark to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mark {
+    /// Set env var `name` of container `container` to `value` (added at the end when absent).
+    EnvVar {
+        /// The container.
+        container: String,
+        /// `STAKATER_<NAME>_<KIND>`.
+        name: String,
+        /// The object's SHA-1.
+        value: String,
+    },
+    /// Set the pod-template annotation `last-reloaded-from` to this source.
+    Annotation(ReloadSource),
+}
+
+/// What to do for one workload.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decision {
+    /// The marks to write (none: nothing changed).
+    pub marks: Vec<Mark>,
+    /// The objects whose change the marks carry.
+    pub changed: Vec<ConfigKey>,
+    /// Every target's SHA-1 now: what [`Seen`] records once the marks are written (or at once, if none).
+    pub observed: BTreeMap<ConfigKey, String>,
+}
+
+fn env_value<'a>(spec: &'a PodSpec, container: &str, name: &str) -> Option<&'a str> {
+    spec.containers
+        .iter()
+        .find(|c| c.name == container)?
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == name)
+        .map(|e| e.value.as_deref().unwrap_or_default())
+}
+
+/// The `last-reloaded-from` the pod template carries, if it parses.
+pub fn last_reloaded_from(workload: &Workload) -> Option<ReloadSource> {
+    let value = workload
+        .template
+        .metadata
+        .as_ref()?
+        .annotations
+        .as_ref()?
+        .get(names::LAST_RELOADED_FROM)?;
+    serde_json::from_str(value).ok()
+}
+
+/// Decides the marks for `workload`. For each target that exists: its SHA-1 now is compared with the
+/// SHA-1 the workload carries for it, or else with the one wave saw before (`seen`); a target with
+/// neither is only recorded (Reloader writes nothing for an object that has not changed). Objects marked
+/// `ignore` (Reloader's or wave's) are recorded, never written. `observed_at` is the time to put in
+/// `last-reloaded-from`.
+pub fn plan(
+    workload: &Workload,
+    targets: &[Target],
+    fetched: &Fetched,
+    options: &Options,
+    seen: &BTreeMap<ConfigKey, String>,
+    observed_at: i64,
+) -> Decision {
+    let mut decision = Decision::default();
+    let Some(spec) = workload.template.spec.as_ref() else {
+        return decision;
+    };
+    let last = last_reloaded_from(workload);
+    for target in targets {
+        let Some(content) = fetched.get(&target.key) else {
+            continue;
+        };
+        let kind = target.key.kind;
+        let now = sha(kind, content);
+        decision.observed.insert(target.key.clone(), now.clone());
+        if content.ignored || content.reloader_ignored {
+            continue;
+        }
+        let carried = match options.strategy {
+            Strategy::EnvVars => env_value(spec, &target.container, &env_var_name(kind, &target.key.name)),
+            Strategy::Annotations => last
+                .as_ref()
+                .filter(|l| l.type_ == type_name(kind) && l.name == target.key.name)
+                .map(|l| l.hash.as_str()),
+        };
+        let Some(before) = carried.or_else(|| seen.get(&target.key).map(String::as_str)) else {
+            continue;
+        };
+        if before == now {
+            continue;
+        }
+        decision.changed.push(target.key.clone());
+        match options.strategy {
+            Strategy::EnvVars => decision.marks.push(Mark::EnvVar {
+                container: target.container.clone(),
+                name: env_var_name(kind, &target.key.name),
+                value: now,
+            }),
+            // One annotation names one object: the first change; the others are recorded with it.
+            Strategy::Annotations if decision.marks.is_empty() => {
+                decision.marks.push(Mark::Annotation(ReloadSource {
+                    type_: type_name(kind).to_string(),
+                    name: target.key.name.clone(),
+                    namespace: target.key.namespace.clone(),
+                    hash: now,
+                    container_refs: vec![target.container.clone()],
+                    observed_at,
+                }));
+            }
+            Strategy::Annotations => {}
+        }
+    }
+    decision
+}
+
+/// The strategic merge patch writing `marks` (what Reloader sends), guarded by the observed
+/// `resourceVersion` like every wave write. Env vars merge by name into their container's list (appended
+/// when new), so the template ends up exactly as Reloader would leave it.
+pub fn patch_body(workload: &Workload, marks: &[Mark]) -> Value {
+    let mut template = json!({});
+    let mut containers: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+    for mark in marks {
+        match mark {
+            Mark::EnvVar {
+                container,
+                name,
+                value,
+            } => containers
+                .entry(container)
+                .or_default()
+                .push(json!({ "name": name, "value": value })),
+            Mark::Annotation(source) => {
+                // Go's encoding/json writes the struct's fields in order, compactly, as serde_json does.
+                let value = serde_json::to_string(source).unwrap_or_default();
+                template["metadata"]["annotations"][names::LAST_RELOADED_FROM] = json!(value);
+            }
+        }
+    }
+    if !containers.is_empty() {
+        template["spec"]["containers"] = containers
+            .into_iter()
+            .map(|(name, env)| json!({ "name": name, "env": env }))
+            .collect();
+    }
+    let mut body = json!({ "metadata": { "resourceVersion": workload.resource_version } });
+    let mut at = &mut body;
+    for segment in workload.id.kind.info().template.split('/').skip(1) {
+        at = &mut at[segment];
+    }
+    *at = template;
+    body
+}
+
+/// For each workload opted in through Reloader's annotations, the SHA-1 of each target as wave last saw
+/// it (or wrote it): what a target the workload carries no mark for is compared with. In memory only; a
+/// restart starts from what the workloads carry (`docs/migrating-from-reloader.md`, "After a restart").
+#[derive(Debug, Default)]
+pub struct Seen {
+    by_workload: HashMap<WorkloadRef, BTreeMap<ConfigKey, String>>,
+}
+
+impl Seen {
+    /// What was seen for `id`.
+    pub fn of(&self, id: &WorkloadRef) -> BTreeMap<ConfigKey, String> {
+        self.by_workload.get(id).cloned().unwrap_or_default()
+    }
+
+    /// Records `observed` for `id` (targets no longer observed are dropped).
+    pub fn record(&mut self, id: &WorkloadRef, observed: BTreeMap<ConfigKey, String>) {
+        if observed.is_empty() {
+            self.by_workload.remove(id);
+        } else {
+            self.by_workload.insert(id.clone(), observed);
+        }
+    }
+
+    /// Forgets a deleted workload.
+    pub fn forget(&mut self, id: &WorkloadRef) {
+        self.by_workload.remove(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kind::WorkloadKind;
+    use crate::workload::testing::deployment;
+    use std::sync::Arc;
+
+    fn reloader_workload(annotations: &[(&str, &str)], spec: Value) -> Workload {
+        let mut w = deployment("ns", "web", annotations, spec);
+        w.annotations.remove(crate::names::UPDATE_ON_CONFIG_CHANGE);
+        w
+    }
+
+    fn content(pairs: &[(&str, &str)]) -> Content {
+        Content::new(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                .collect(),
+        )
+    }
+
+    fn cm(name: &str) -> ConfigKey {
+        ConfigKey::new(ConfigKind::ConfigMap, "ns", name)
+    }
+
+    fn candidates(keys: &[ConfigKey]) -> Vec<Candidate> {
+        keys.iter()
+            .map(|key| Candidate {
+                key: key.clone(),
+                matched: false,
+            })
+            .collect()
+    }
+
+    // The expected values are `printf '%s' 'a=1;b=2' | sha1sum` and so on: Reloader's input format,
+    // hashed by another implementation.
+    #[test]
+    fn the_sha_of_a_config_map_is_sha1_of_its_sorted_key_value_pairs() {
+        let c = content(&[("b", "2"), ("a", "1")]);
+        assert_eq!(
+            sha(ConfigKind::ConfigMap, &c),
+            "f83e99e324ba68ccc373a58ef1eb42f8ab88646a"
+        );
+    }
+
+    #[test]
+    fn the_sha_sorts_whole_entries_so_a_dotted_key_comes_before_its_prefix() {
+        // "a.b=x" < "a=y" because '.' sorts before '='.
+        let c = content(&[("a", "y"), ("a.b", "x")]);
+        assert_eq!(
+            sha(ConfigKind::Secret, &c),
+            "989b6369fc19f3c782f71c212178dafc1bdcaf7d"
+        );
+    }
+
+    #[test]
+    fn binary_data_enters_the_sha_in_base64() {
+        let mut c = content(&[("bin", "\u{1}\u{2}")]);
+        c.binary_keys.insert("bin".into());
+        // base64 of [1, 2] is "AQI=".
+        assert_eq!(
+            sha(ConfigKind::ConfigMap, &c),
+            "eed8cd9e5bc2a37aea7d141bea4f0f57a9714095"
+        );
+        // A Secret's values are hashed as raw bytes.
+        assert_ne!(sha(ConfigKind::Secret, &c), sha(ConfigKind::ConfigMap, &c));
+    }
+
+    #[test]
+    fn an_empty_object_hashes_the_empty_string() {
+        assert_eq!(
+            sha(ConfigKind::ConfigMap, &Content::default()),
+            "da39a3ee5e6b4b0d3255bfef95601890afd80709"
+        );
+    }
+
+    #[test]
+    fn env_var_names_follow_reloader() {
+        assert_eq!(
+            env_var_name(ConfigKind::ConfigMap, "app-config"),
+            "STAKATER_APP_CONFIG_CONFIGMAP"
+        );
+        assert_eq!(
+            env_var_name(ConfigKind::Secret, "db.creds--v2"),
+            "STAKATER_DB_CREDS_V2_SECRET"
+        );
+        // Leading separators vanish; a trailing one stays, as in Reloader.
+        assert_eq!(env_var_name(ConfigKind::Secret, "-x-"), "STAKATER_X__SECRET");
+    }
+
+    #[test]
+    fn only_reloader_annotations_opt_a_workload_in_and_wave_s_own_wins() {
+        let spec = json!({"containers": [{"name": "c"}]});
+        let options = Options::default();
+        assert!(selection(&reloader_workload(&[], spec.clone()), &options).is_none());
+        assert!(
+            selection(
+                &reloader_workload(&[(names::AUTO, "false")], spec.clone()),
+                &options
+            )
+            .is_none()
+        );
+        assert!(
+            selection(
+                &reloader_workload(&[(names::AUTO, "true")], spec.clone()),
+                &options
+            )
+            .is_some()
+        );
+        let all = Options {
+            auto_reload_all: true,
+            ..Options::default()
+        };
+        assert!(selection(&reloader_workload(&[], spec.clone()), &all).is_some());
+        assert!(selection(&reloader_workload(&[(names::AUTO, "false")], spec.clone()), &all).is_none());
+        let both = deployment("ns", "web", &[(names::AUTO, "true")], spec);
+        assert!(selection(&both, &options).is_none(), "wave's opt-in wins");
+    }
+
+    #[test]
+    fn auto_reloads_only_referenced_objects_and_marks_the_container_that_uses_them() {
+        let w = reloader_workload(
+            &[(names::AUTO, "true")],
+            json!({
+                "containers": [
+                    {"name": "a"},
+                    {"name": "b", "envFrom": [{"configMapRef": {"name": "env"}}],
+                     "volumeMounts": [{"name": "vol", "mountPath": "/c"}]}
+                ],
+                "volumes": [{"name": "vol", "configMap": {"name": "mounted"}}]
+            }),
+        );
+        let sel = selection(&w, &Options::default()).unwrap();
+        let found = targets(&w, &sel, &candidates(&[cm("env"), cm("mounted"), cm("unused")]));
+        assert_eq!(
+            found,
+            vec![
+                Target {
+                    key: cm("env"),
+                    container: "b".into()
+                },
+                Target {
+                    key: cm("mounted"),
+                    container: "b".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn named_objects_reload_even_when_unreferenced_through_the_first_container() {
+        let w = reloader_workload(
+            &[(names::CONFIGMAP_RELOAD, "flags, app-.*")],
+            json!({"containers": [{"name": "main"}, {"name": "side"}]}),
+        );
+        let sel = selection(&w, &Options::default()).unwrap();
+        assert!(sel.needs(&w).scan, "a pattern scans the namespace");
+        assert!(sel.needs(&w).keys.contains(&cm("flags")));
+        let found = targets(&w, &sel, &candidates(&[cm("flags"), cm("app-one"), cm("other")]));
+        let names: Vec<&str> = found.iter().map(|t| t.key.name.as_str()).collect();
+        assert_eq!(names, ["app-one", "flags"]);
+        assert!(found.iter().all(|t| t.container == "main"));
+    }
+
+    #[test]
+    fn exclusions_search_and_match_follow_reloader() {
+        let w = reloader_workload(
+            &[
+                (names::SEARCH, "true"),
+                (names::CONFIGMAP_EXCLUDE, "skipped"),
+                (names::CONFIGMAP_AUTO, "false"),
+            ],
+            json!({"containers": [{"name": "c", "envFrom": [
+                {"configMapRef": {"name": "marked"}},
+                {"configMapRef": {"name": "unmarked"}},
+                {"configMapRef": {"name": "skipped"}}
+            ]}]}),
+        );
+        let sel = selection(&w, &Options::default()).unwrap();
+        let all = [
+            Candidate {
+                key: cm("marked"),
+                matched: true,
+            },
+            Candidate {
+                key: cm("unmarked"),
+                matched: false,
+            },
+            Candidate {
+                key: cm("skipped"),
+                matched: true,
+            },
+        ];
+        let found = targets(&w, &sel, &all);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].key, cm("marked"));
+    }
+
+    #[test]
+    fn annotations_on_the_pod_template_count_when_the_workload_has_none_of_that_kind() {
+        let mut w = reloader_workload(&[], json!({"containers": [{"name": "c"}]}));
+        w.template.metadata =
+            Some(serde_json::from_value(json!({"annotations": {(names::SECRET_RELOAD): "creds"}})).unwrap());
+        w.annotations
+            .insert(names::CONFIGMAP_RELOAD.into(), "flags".into());
+        let sel = selection(&w, &Options::default()).unwrap();
+        assert!(sel.config_maps.patterns.iter().any(|p| p.matches("flags")));
+        assert!(sel.secrets.patterns.iter().any(|p| p.matches("creds")));
+    }
+
+    #[test]
+    fn a_bad_pattern_is_reported_not_used() {
+        let w = reloader_workload(
+            &[(names::CONFIGMAP_RELOAD, "good,bad(")],
+            json!({"containers": [{"name": "c"}]}),
+        );
+        let sel = selection(&w, &Options::default()).unwrap();
+        assert_eq!(sel.config_maps.patterns.len(), 1);
+        assert_eq!(sel.problems.len(), 1);
+        assert!(sel.problems[0].contains("bad("), "{:?}", sel.problems);
+    }
+
+    fn env_workload(value: Option<&str>) -> Workload {
+        let env = value
+            .map(|v| json!([{"name": "STAKATER_APP_CONFIGMAP", "value": v}]))
+            .unwrap_or(json!([]));
+        reloader_workload(
+            &[(names::AUTO, "true")],
+            json!({"containers": [{"name": "c", "env": env, "envFrom": [{"configMapRef": {"name": "app"}}]}]}),
+        )
+    }
+
+    fn plan_for(
+        w: &Workload,
+        data: &str,
+        seen: &BTreeMap<ConfigKey, String>,
+        strategy: Strategy,
+    ) -> Decision {
+        let sel = selection(w, &Options::default()).unwrap();
+        let t = targets(w, &sel, &candidates(&[cm("app")]));
+        let fetched: Fetched = [(cm("app"), Arc::new(content(&[("k", data)])))].into();
+        let options = Options {
+            strategy,
+            ..Options::default()
+        };
+        plan(w, &t, &fetched, &options, seen, 1_700_000_000)
+    }
+
+    #[test]
+    fn a_workload_whose_env_var_matches_the_config_is_not_written() {
+        let current = sha(ConfigKind::ConfigMap, &content(&[("k", "v1")]));
+        let d = plan_for(
+            &env_workload(Some(&current)),
+            "v1",
+            &BTreeMap::new(),
+            Strategy::EnvVars,
+        );
+        assert!(d.marks.is_empty());
+        assert_eq!(d.observed.get(&cm("app")), Some(&current));
+    }
+
+    #[test]
+    fn a_change_made_while_nobody_watched_is_caught_from_the_env_var() {
+        let old = sha(ConfigKind::ConfigMap, &content(&[("k", "v1")]));
+        let d = plan_for(
+            &env_workload(Some(&old)),
+            "v2",
+            &BTreeMap::new(),
+            Strategy::EnvVars,
+        );
+        assert_eq!(
+            d.marks,
+            vec![Mark::EnvVar {
+                container: "c".into(),
+                name: "STAKATER_APP_CONFIGMAP".into(),
+                value: sha(ConfigKind::ConfigMap, &content(&[("k", "v2")])),
+            }]
+        );
+    }
+
+    #[test]
+    fn an_object_never_reloaded_is_recorded_at_first_sight_and_written_once_it_changes() {
+        let w = env_workload(None);
+        let first = plan_for(&w, "v1", &BTreeMap::new(), Strategy::EnvVars);
+        assert!(
+            first.marks.is_empty(),
+            "Reloader writes nothing for config that has not changed"
+        );
+        let later = plan_for(&w, "v2", &first.observed, Strategy::EnvVars);
+        assert_eq!(later.marks.len(), 1);
+        assert_eq!(later.changed, vec![cm("app")]);
+    }
+
+    #[test]
+    fn the_annotation_strategy_compares_with_the_object_last_reloaded_from_names() {
+        let old = sha(ConfigKind::ConfigMap, &content(&[("k", "v1")]));
+        let mut w = env_workload(None);
+        let source = ReloadSource {
+            type_: "CONFIGMAP".into(),
+            name: "app".into(),
+            namespace: "ns".into(),
+            hash: old,
+            container_refs: vec!["c".into()],
+            observed_at: 1,
+        };
+        w.template.metadata = Some(
+            serde_json::from_value(json!({"annotations": {
+                (names::LAST_RELOADED_FROM): serde_json::to_string(&source).unwrap()
+            }}))
+            .unwrap(),
+        );
+        assert!(
+            plan_for(&w, "v1", &BTreeMap::new(), Strategy::Annotations)
+                .marks
+                .is_empty()
+        );
+        let d = plan_for(&w, "v2", &BTreeMap::new(), Strategy::Annotations);
+        let [Mark::Annotation(written)] = d.marks.as_slice() else {
+            panic!("one annotation: {:?}", d.marks)
+        };
+        assert_eq!(written.hash, sha(ConfigKind::ConfigMap, &content(&[("k", "v2")])));
+        assert_eq!(written.observed_at, 1_700_000_000);
+        assert_eq!(written.container_refs, ["c"]);
+    }
+
+    #[test]
+    fn the_annotation_is_the_json_reloader_writes() {
+        let source = ReloadSource {
+            type_: "SECRET".into(),
+            name: "db".into(),
+            namespace: "ns".into(),
+            hash: "abc".into(),
+            container_refs: vec!["c".into()],
+            observed_at: 42,
+        };
+        let w = env_workload(None);
+        let body = patch_body(&w, &[Mark::Annotation(source)]);
+        assert_eq!(
+            body["spec"]["template"]["metadata"]["annotations"][names::LAST_RELOADED_FROM],
+            json!(
+                r#"{"type":"SECRET","name":"db","namespace":"ns","hash":"abc","containerRefs":["c"],"observedAt":42}"#
+            )
+        );
+        assert_eq!(body["metadata"]["resourceVersion"], json!("1"));
+    }
+
+    #[test]
+    fn env_var_marks_merge_into_their_container_by_name() {
+        let w = env_workload(None);
+        let body = patch_body(
+            &w,
+            &[Mark::EnvVar {
+                container: "c".into(),
+                name: "STAKATER_APP_CONFIGMAP".into(),
+                value: "abc".into(),
+            }],
+        );
+        assert_eq!(
+            body["spec"]["template"]["spec"],
+            json!({"containers": [{"name": "c", "env": [{"name": "STAKATER_APP_CONFIGMAP", "value": "abc"}]}]})
+        );
+    }
+
+    #[test]
+    fn ignored_objects_are_recorded_but_never_written() {
+        let old = sha(ConfigKind::ConfigMap, &content(&[("k", "v1")]));
+        let w = env_workload(Some(&old));
+        let sel = selection(&w, &Options::default()).unwrap();
+        let t = targets(&w, &sel, &candidates(&[cm("app")]));
+        let mut c = content(&[("k", "v2")]);
+        c.reloader_ignored = true;
+        let fetched: Fetched = [(cm("app"), Arc::new(c))].into();
+        let d = plan(&w, &t, &fetched, &Options::default(), &BTreeMap::new(), 0);
+        assert!(d.marks.is_empty());
+        assert_eq!(d.observed.len(), 1);
+    }
+
+    #[test]
+    fn cron_jobs_are_left_to_wave_s_own_annotation() {
+        let mut w = reloader_workload(&[(names::AUTO, "true")], json!({"containers": [{"name": "c"}]}));
+        w.id.kind = WorkloadKind::CRON_JOB;
+        assert!(selection(&w, &Options::default()).is_none());
+    }
+}

@@ -1,0 +1,145 @@
+//! The reconcile of a workload opted in through Stakater Reloader's annotations (`--reloader-compat`):
+//! the same shell as wave's own reconcile, around `wave_core::reloader` instead of the hash plan.
+//!
+//! ```text
+//! selection and candidates (tracker, metadata only) ─► targets (core) ─► content cache (targets only)
+//!   ─► plan (core): marks to write, SHA-1s observed
+//!   no marks ─► record what was seen ─► Noop
+//!   marks    ─► held while a target flaps, or coalesced (as wave's own rollouts)
+//!            ─► token ─► lease ─► strategic merge PATCH guarded by resourceVersion (what Reloader sends)
+//!            ─► record what was seen ─► Event `Reloaded` (Reloader's reason)
+//!            409 ⇒ re-read the workload and re-plan at once
+//! ```
+//!
+//! Pacing, undo pins and config history work on wave's config hash, which these workloads do not carry;
+//! they apply to workloads opted in with wave's own annotation (`docs/migrating-from-reloader.md`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wave_core::names::{action, reloader::RELOADED};
+use wave_core::refs::{Keys, Reference, References};
+use wave_core::reloader::{self, Mark};
+use wave_core::workload::Workload;
+
+use super::context::Context;
+use super::reconcile::{Outcome, hold_back, reread, write_once};
+use crate::api::PatchStyle;
+use crate::error::ReconcileError;
+use crate::events::EventType;
+use crate::metrics::KindLabel;
+
+/// How many times a write is re-planned after 409 Conflict before the reconcile fails.
+const CONFLICT_ATTEMPTS: usize = 5;
+
+/// Reconciles `workload`, which opted in through Reloader's annotations.
+pub async fn reconcile(
+    ctx: &Context,
+    mut workload: Arc<Workload>,
+    triggered: Option<Instant>,
+) -> Result<Outcome, ReconcileError> {
+    let id = workload.id.clone();
+    for _ in 0..CONFLICT_ATTEMPTS {
+        let plan = {
+            let tracker = ctx.tracker();
+            let (Some(options), Some(selection)) =
+                (tracker.reloader(), tracker.reloader_selection(&workload))
+            else {
+                return Ok(Outcome::Noop);
+            };
+            for problem in &selection.problems {
+                tracing::warn!(workload = %id, "{problem}; ignored");
+            }
+            let candidates = tracker.reloader_candidates(&workload, &selection.needs(&workload));
+            (
+                options.clone(),
+                reloader::targets(&workload, &selection, &candidates),
+            )
+        };
+        let (options, targets) = plan;
+        let refs = references(&targets);
+        let fetched = ctx.content.resolve(&refs, &ctx.tracker).await?;
+        let seen = ctx.reloader_seen().of(&id);
+        let observed_at = k8s_openapi::jiff::Timestamp::now().as_second();
+        let decision = reloader::plan(&workload, &targets, &fetched, &options, &seen, observed_at);
+        if decision.marks.is_empty() {
+            ctx.reloader_seen().record(&id, decision.observed);
+            return Ok(Outcome::Noop);
+        }
+        if let Some(outcome) = hold_back(ctx, &workload, &refs).await {
+            return Ok(outcome);
+        }
+        let body = reloader::patch_body(&workload, &decision.marks);
+        match write_once(ctx, &workload, &body, PatchStyle::Strategic).await? {
+            Some(Outcome::Written) => {
+                ctx.coalescer().record(&id, Instant::now());
+                after_write(ctx, &workload, &decision, triggered).await;
+                ctx.reloader_seen().record(&id, decision.observed);
+                return Ok(Outcome::Written);
+            }
+            Some(outcome) => return Ok(outcome),
+            None => {
+                tracing::debug!(workload = %id, "conflict; re-reading and re-planning");
+                let Some(fresh) = reread(ctx, &id).await? else {
+                    return Ok(Outcome::Gone);
+                };
+                workload = fresh;
+            }
+        }
+    }
+    Err(ReconcileError::Conflict {
+        workload: id,
+        attempts: CONFLICT_ATTEMPTS,
+    })
+}
+
+/// The targets as optional references to every key: what the content cache and the flap breaker take.
+fn references(targets: &[reloader::Target]) -> References {
+    let mut refs = References::default();
+    for target in targets {
+        let reference = Reference {
+            key: target.key.clone(),
+            required: false,
+            keys: Keys::All,
+            origin: format!("Reloader target (container {:?})", target.container),
+        };
+        match target.key.kind {
+            wave_core::refs::ConfigKind::ConfigMap => refs.config_maps.push(reference),
+            wave_core::refs::ConfigKind::Secret => refs.secrets.push(reference),
+        }
+    }
+    refs
+}
+
+/// Metrics, a log line and Reloader's Event, after the write succeeded.
+async fn after_write(
+    ctx: &Context,
+    workload: &Workload,
+    decision: &reloader::Decision,
+    triggered: Option<Instant>,
+) {
+    let kind = workload.id.kind.as_str();
+    ctx.metrics.rollouts.get_or_create(&KindLabel { kind }).inc();
+    if let Some(t) = triggered {
+        ctx.metrics
+            .change_to_patch_seconds
+            .observe(t.elapsed().as_secs_f64());
+    }
+    let changed: Vec<String> = decision.changed.iter().map(ToString::to_string).collect();
+    let how = match decision.marks.first() {
+        Some(Mark::Annotation(_)) => "the pod-template annotation reloader.stakater.com/last-reloaded-from",
+        _ => "the STAKATER_* env vars",
+    };
+    tracing::info!(workload = %workload.id, changed = ?changed, "reloaded (Reloader annotations)");
+    let note = format!(
+        "Changes detected in {}: updated {} of {} {}/{}.",
+        changed.join(", "),
+        how,
+        kind,
+        workload.id.namespace,
+        workload.id.name
+    );
+    ctx.events
+        .publish(workload, EventType::Normal, RELOADED, action::RELOAD, note)
+        .await;
+}

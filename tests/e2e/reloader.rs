@@ -1,0 +1,355 @@
+//! Stakater Reloader's annotations, understood natively: the right workloads reload, the others do not,
+//! and wave writes what Reloader v1.4.21 writes (its SHA-1 is computed here with `sha1sum`, from
+//! Reloader's input format, not with wave's code).
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+use testenv::wait_for;
+use wave_core::workload::WorkloadKind;
+
+use crate::harness::*;
+
+const AUTO: &str = "reloader.stakater.com/auto";
+const CONFIGMAP_AUTO: &str = "configmap.reloader.stakater.com/auto";
+const SECRET_AUTO: &str = "secret.reloader.stakater.com/auto";
+const CONFIGMAP_RELOAD: &str = "configmap.reloader.stakater.com/reload";
+const SECRET_RELOAD: &str = "secret.reloader.stakater.com/reload";
+const CONFIGMAP_EXCLUDE: &str = "configmaps.exclude.reloader.stakater.com/reload";
+const SEARCH: &str = "reloader.stakater.com/search";
+const MATCH: &str = "reloader.stakater.com/match";
+const IGNORE: &str = "reloader.stakater.com/ignore";
+const LAST_RELOADED_FROM: &str = "reloader.stakater.com/last-reloaded-from";
+
+/// Reloader's SHA-1 of an object whose values are all plain strings: `k=v` entries sorted, joined by `;`.
+fn reloader_sha(data: &[(&str, &str)]) -> String {
+    let mut entries: Vec<String> = data.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    entries.sort();
+    let out = pipe(Command::new("sha1sum"), &entries.join(";"));
+    assert!(out.status.success(), "sha1sum runs");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .expect("sha1sum prints a digest")
+        .to_string()
+}
+
+/// The env of container `container` of the workload, as `name → value`.
+async fn env_of(
+    client: &kube::Client,
+    ns: &str,
+    kind: WorkloadKind,
+    name: &str,
+    container: &str,
+) -> Vec<(String, String)> {
+    let object = workloads(client, ns, kind).get(name).await.unwrap();
+    let pointer = format!("{}/spec/containers", kind.info().template);
+    object
+        .data
+        .pointer(&pointer)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| c["name"] == container)
+        .flat_map(|c| c["env"].as_array().cloned().unwrap_or_default())
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap_or_default().to_string(),
+                e["value"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The pod template's `last-reloaded-from`, parsed.
+async fn last_reloaded_from(
+    client: &kube::Client,
+    ns: &str,
+    kind: WorkloadKind,
+    name: &str,
+) -> Option<Value> {
+    let object = workloads(client, ns, kind).get(name).await.unwrap();
+    let pointer = format!("{}/metadata/annotations", kind.info().template);
+    let value = object
+        .data
+        .pointer(&pointer)?
+        .get(LAST_RELOADED_FROM)?
+        .as_str()?
+        .to_string();
+    Some(serde_json::from_str(&value).expect("last-reloaded-from is JSON"))
+}
+
+async fn generation(client: &kube::Client, ns: &str, kind: WorkloadKind, name: &str) -> i64 {
+    let object = workloads(client, ns, kind).get(name).await.unwrap();
+    object.metadata.generation.unwrap_or_default()
+}
+
+/// Two containers; `app` uses ConfigMap `app` (envFrom) and Secret `matched` (a volume), `side` uses
+/// Secret `creds` (an env var) and Secret `ignored` (a volume; the Secret says `ignore`).
+fn spec() -> Value {
+    let mut s = pod_spec(
+        json!({"envFrom": [{"configMapRef": {"name": "app"}}],
+               "volumeMounts": [{"name": "m", "mountPath": "/m"}]}),
+        json!({"volumes": [{"name": "m", "secret": {"secretName": "matched"}},
+                           {"name": "i", "secret": {"secretName": "ignored"}}]}),
+    );
+    s["containers"].as_array_mut().unwrap().push(json!({
+        "name": "side", "image": "nginx",
+        "env": [{"name": "PW", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "pw"}}}],
+        "volumeMounts": [{"name": "i", "mountPath": "/i"}]
+    }));
+    s
+}
+
+/// The workloads of one kind, named `<kind>-<case>`, and what each should reload for.
+const CASES: [(&str, &[(&str, &str)]); 7] = [
+    ("auto", &[(AUTO, "true")]),
+    ("cm-auto", &[(CONFIGMAP_AUTO, "true")]),
+    ("secret-auto", &[(SECRET_AUTO, "true")]),
+    ("named", &[(CONFIGMAP_RELOAD, "flags"), (SECRET_RELOAD, "cr.*")]),
+    ("search", &[(SEARCH, "true")]),
+    ("excluded", &[(AUTO, "true"), (CONFIGMAP_EXCLUDE, "app")]),
+    ("plain", &[]),
+];
+
+async fn create_cases(client: &kube::Client, ns: &str) {
+    create_configmap(client, ns, "app", json!({"k": "v1"})).await;
+    create_configmap(client, ns, "flags", json!({"f": "off"})).await;
+    create_secret(client, ns, "creds", json!({"pw": "one"})).await;
+    create_secret(client, ns, "matched", json!({"t": "a"})).await;
+    create_secret(client, ns, "ignored", json!({"i": "1"})).await;
+    patch_secret(
+        client,
+        ns,
+        "matched",
+        json!({"metadata": {"annotations": {MATCH: "true"}}}),
+    )
+    .await;
+    patch_secret(
+        client,
+        ns,
+        "ignored",
+        json!({"metadata": {"annotations": {IGNORE: "true"}}}),
+    )
+    .await;
+    for kind in WorkloadKind::BUILT_IN {
+        for (case, annotations) in CASES {
+            let annotations: serde_json::Map<String, Value> = annotations
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect();
+            let name = format!("{}-{case}", name(kind));
+            create_workload(client, ns, kind, &name, Value::Object(annotations), spec()).await;
+        }
+    }
+}
+
+/// Changes every object once.
+async fn change_everything(client: &kube::Client, ns: &str) {
+    patch_configmap(client, ns, "app", json!({"data": {"k": "v2"}})).await;
+    patch_configmap(client, ns, "flags", json!({"data": {"f": "on"}})).await;
+    patch_secret(client, ns, "creds", json!({"stringData": {"pw": "two"}})).await;
+    patch_secret(client, ns, "matched", json!({"stringData": {"t": "b"}})).await;
+}
+
+/// What each case reloads for, after [`change_everything`]: `(env var, container, SHA-1)`.
+fn expected(case: &str) -> Vec<(&'static str, &'static str, String)> {
+    let app = ("STAKATER_APP_CONFIGMAP", "app", reloader_sha(&[("k", "v2")]));
+    let flags = ("STAKATER_FLAGS_CONFIGMAP", "app", reloader_sha(&[("f", "on")]));
+    let creds = ("STAKATER_CREDS_SECRET", "side", reloader_sha(&[("pw", "two")]));
+    let matched = ("STAKATER_MATCHED_SECRET", "app", reloader_sha(&[("t", "b")]));
+    match case {
+        "auto" => vec![app, creds, matched],
+        "cm-auto" => vec![app],
+        "secret-auto" => vec![creds, matched],
+        // Named objects need no reference; `flags` is used by no container, so the first one carries it.
+        "named" => vec![flags, creds],
+        "search" => vec![matched],
+        "excluded" => vec![creds, matched],
+        _ => vec![],
+    }
+}
+
+#[tokio::test]
+async fn every_reloader_annotation_reloads_the_right_workloads_of_every_kind_with_reloader_s_env_vars() {
+    let (client, ns) = setup("reloader-env").await;
+    create_cases(&client, &ns).await;
+    let wave = Wave::start(&[&ns], &[]).await;
+    // Nothing changed yet: Reloader writes nothing for config that has not changed, and neither does wave.
+    wait_for("wave to check every workload", TIMEOUT, || async {
+        (wave.noops() >= 18).then_some(())
+    })
+    .await;
+    assert_eq!(wave.writes(), 0, "no write at startup");
+
+    // An ignored object's change reloads nothing. Changed first, so the reconciles that write the other
+    // changes see it too.
+    patch_secret(&client, &ns, "ignored", json!({"stringData": {"i": "2"}})).await;
+    change_everything(&client, &ns).await;
+    for kind in WorkloadKind::BUILT_IN {
+        for (case, _) in CASES {
+            let name = format!("{}-{case}", name(kind));
+            let want = expected(case);
+            let found = wait_for(&format!("the reload of {name}"), TIMEOUT, || async {
+                let mut found = Vec::new();
+                for (var, container, _) in &want {
+                    let env = env_of(&client, &ns, kind, &name, container).await;
+                    found.extend(env.into_iter().filter(|(n, _)| n == var));
+                }
+                (found.len() == want.len()).then_some(found)
+            })
+            .await;
+            for (var, _, sha) in &want {
+                assert!(
+                    found.contains(&(var.to_string(), sha.clone())),
+                    "{name}: {var} should be Reloader's SHA-1 {sha}; found {found:?}"
+                );
+            }
+        }
+    }
+    for kind in WorkloadKind::BUILT_IN {
+        let plain = format!("{}-plain", name(kind));
+        assert_eq!(
+            generation(&client, &ns, kind, &plain).await,
+            1,
+            "{plain} has no Reloader annotation"
+        );
+        for container in ["app", "side"] {
+            for case in ["auto", "secret-auto"] {
+                let env = env_of(&client, &ns, kind, &format!("{}-{case}", name(kind)), container).await;
+                assert!(
+                    !env.iter()
+                        .any(|(n, _)| n == "STAKATER_IGNORED_SECRET" || n == "STAKATER_FLAGS_CONFIGMAP"),
+                    "{case} reloads for referenced, not ignored, objects only: {env:?}"
+                );
+            }
+        }
+    }
+    let events = events_for(&client, &ns, "deployment-auto").await;
+    assert!(
+        events.iter().any(|(t, r, _)| t == "Normal" && r == "Reloaded"),
+        "Reloader's Event reason: {events:?}"
+    );
+    assert!(
+        !wave.output().contains("\"two\"") && !wave.output().contains("=two"),
+        "no Secret value in the log"
+    );
+}
+
+#[tokio::test]
+async fn under_the_annotations_strategy_the_pod_template_says_what_it_was_last_reloaded_from() {
+    let (client, ns) = setup("reloader-ann").await;
+    create_cases(&client, &ns).await;
+    let wave = Wave::start(&[&ns], &["--reload-strategy=annotations"]).await;
+    wait_for("wave to check every workload", TIMEOUT, || async {
+        (wave.noops() >= 18).then_some(())
+    })
+    .await;
+    patch_configmap(&client, &ns, "app", json!({"data": {"k": "v2"}})).await;
+    for kind in WorkloadKind::BUILT_IN {
+        for (case, rolls) in [
+            ("auto", true),
+            ("cm-auto", true),
+            ("excluded", false),
+            ("plain", false),
+            ("secret-auto", false),
+        ] {
+            let name = format!("{}-{case}", name(kind));
+            if rolls {
+                let source = wait_for(&format!("last-reloaded-from on {name}"), TIMEOUT, || async {
+                    last_reloaded_from(&client, &ns, kind, &name).await
+                })
+                .await;
+                assert_eq!(source["type"], "CONFIGMAP");
+                assert_eq!(source["name"], "app");
+                assert_eq!(source["namespace"], ns.as_str());
+                assert_eq!(source["hash"], reloader_sha(&[("k", "v2")]));
+                assert_eq!(source["containerRefs"], json!(["app"]));
+                assert!(source["observedAt"].as_i64().is_some_and(|t| t > 1_700_000_000));
+                let keys: Vec<&String> = source.as_object().unwrap().keys().collect();
+                assert_eq!(keys.len(), 6, "Reloader's six fields: {source}");
+                assert!(
+                    env_of(&client, &ns, kind, &name, "app").await.is_empty(),
+                    "no env var under the annotations strategy"
+                );
+            }
+        }
+    }
+    // Six rolled; the rest were checked and left alone.
+    wave.expect_writes(6, "auto and cm-auto of three kinds").await;
+    for kind in WorkloadKind::BUILT_IN {
+        for case in ["excluded", "plain", "secret-auto"] {
+            let name = format!("{}-{case}", name(kind));
+            assert_eq!(
+                generation(&client, &ns, kind, &name).await,
+                1,
+                "{name} does not reload for app"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn switching_from_reloader_writes_nothing_and_catches_a_change_made_while_nothing_watched() {
+    let (client, ns) = setup("reloader-switch").await;
+    create_configmap(&client, &ns, "app", json!({"k": "v3"})).await;
+    let marked = |sha: String| {
+        pod_spec(
+            json!({"envFrom": [{"configMapRef": {"name": "app"}}],
+                   "env": [{"name": "STAKATER_APP_CONFIGMAP", "value": sha}]}),
+            json!({}),
+        )
+    };
+    let annotations = json!({AUTO: "true"});
+    // As Reloader left them: one carries the SHA-1 of the config now, one of an earlier version (the
+    // config changed while no controller ran).
+    let kind = WorkloadKind::DEPLOYMENT;
+    create_workload(
+        &client,
+        &ns,
+        kind,
+        "current",
+        annotations.clone(),
+        marked(reloader_sha(&[("k", "v3")])),
+    )
+    .await;
+    create_workload(
+        &client,
+        &ns,
+        kind,
+        "stale",
+        annotations,
+        marked(reloader_sha(&[("k", "v2")])),
+    )
+    .await;
+    let wave = Wave::start(&[&ns], &[]).await;
+    wave.expect_writes(1, "only the workload whose config changed while nothing watched")
+        .await;
+    let env = env_of(&client, &ns, kind, "stale", "app").await;
+    assert_eq!(
+        env,
+        [("STAKATER_APP_CONFIGMAP".to_string(), reloader_sha(&[("k", "v3")]))],
+        "updated in place, not added twice"
+    );
+    assert_eq!(
+        generation(&client, &ns, kind, "current").await,
+        1,
+        "nothing written for an unchanged config"
+    );
+}
+
+#[tokio::test]
+async fn reloader_compatibility_can_be_turned_off() {
+    let (client, ns) = setup("reloader-off").await;
+    create_configmap(&client, &ns, "app", json!({"k": "v1"})).await;
+    let kind = WorkloadKind::DEPLOYMENT;
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "app"}}]}), json!({}));
+    create_workload(&client, &ns, kind, "auto", json!({AUTO: "true"}), spec.clone()).await;
+    create_workload(&client, &ns, kind, "wave", opted_in(&[]), spec).await;
+    let wave = Wave::start(&[&ns], &["--reloader-compat=false"]).await;
+    wave.expect_writes(1, "the first hash of the workload opted in to wave")
+        .await;
+    patch_configmap(&client, &ns, "app", json!({"data": {"k": "v2"}})).await;
+    wave.expect_writes(2, "a rollout of the wave workload only").await;
+    assert_eq!(generation(&client, &ns, kind, "auto").await, 1);
+}
