@@ -307,6 +307,13 @@ pub struct RunArgs {
     )]
     pub namespaces_to_ignore: Vec<String>,
 
+    /// Act only on workloads in the namespaces whose labels this selector selects (`kubectl -l` syntax:
+    /// `team=a,env in (prod,staging),!legacy`; Reloader's `key:value` too), watched live: labelling a
+    /// namespace brings its workloads in. Needs `list, watch` on namespaces.
+    #[arg(long, env = "WAVE_NAMESPACE_SELECTOR", value_name = "SELECTOR",
+          value_parser = wave_core::selector::LabelSelector::parse)]
+    pub namespace_selector: Option<wave_core::selector::LabelSelector>,
+
     /// Period of the full re-check of every opted-in workload (Go duration: 10h, 1h30m, 300ms).
     #[arg(long, env = "WAVE_SYNC_PERIOD", default_value = "10h", value_parser = parse_go_duration)]
     pub sync_period: Duration,
@@ -512,6 +519,7 @@ impl RunArgs {
                 .map(|n| n.trim().to_string())
                 .filter(|n| !n.is_empty())
                 .collect(),
+            namespace_selector: self.namespace_selector.clone(),
             sync_period: self.sync_period,
             leader_election: self.leader_election.then(|| LeaderElection {
                 lease_name: self.leader_election_id.clone(),
@@ -680,6 +688,32 @@ mod tests {
         }
         assert_eq!(parse_rate("2.5"), Ok(2.5));
         assert!(parse_rate("fast").unwrap_err().contains("not a number"));
+    }
+
+    #[test]
+    fn reloader_flags_become_the_reloader_options_and_compatibility_is_on_by_default() {
+        let config = parse(&["run"]).into_config();
+        assert_eq!(config.reloader, Some(wave_core::reloader::Options::default()));
+        let config = parse(&[
+            "run",
+            "--reload-strategy=annotations",
+            "--auto-reload-all",
+            "--resources-to-ignore=secrets",
+        ])
+        .into_config();
+        let options = config.reloader.expect("on");
+        assert_eq!(options.strategy, wave_core::reloader::Strategy::Annotations);
+        assert!(options.auto_reload_all);
+        assert_eq!(options.ignored_kinds, BTreeSet::from([ConfigKind::Secret]));
+        assert_eq!(
+            parse(&["run", "--reloader-compat=false"]).into_config().reloader,
+            None
+        );
+        let bad = Cli::try_parse_from(["wave", "run", "--reload-strategy=restart"]);
+        assert!(
+            bad.unwrap_err().to_string().contains("env-vars"),
+            "names the accepted values"
+        );
     }
 
     #[test]

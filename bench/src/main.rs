@@ -6,7 +6,8 @@
 //! for each controller: testenv up --audit ─► populate ─► start ─► S4 startup, S1 latency, S3 fan-out,
 //!                      S6 storm, S7 flapping, S8 bad config (restarted with pacing) ─► unreferenced Secrets (size A) ─► restart: S5 ─► idle: S2, S4 idle
 //!                      ─► unreferenced Secrets (size B) ─► restart ─► idle: S2 ─► stop, testenv down
-//! then S9, wave alone: the chaos soak (bench/src/chaos.rs); M2 (switching from Wave) with --migration-only;
+//! then S9, wave alone: the chaos soak (bench/src/chaos.rs); M1 (switching from Reloader, bench/src/from_reloader.rs)
+//! with --reloader-migration-only; M2 (switching from Wave) with --migration-only;
 //! H1 (the cost of config history, bench/src/history.rs) with --history-only
 //! then: bench/results/<date>-<commit>.json (+ latest.json), a PNG chart, and the table printed
 //! ```
@@ -19,6 +20,7 @@
 mod audit;
 mod chaos;
 mod controller;
+mod from_reloader;
 mod history;
 mod migration;
 mod report;
@@ -75,6 +77,10 @@ pub struct Args {
     /// written to `<out>/m2.json`.
     #[arg(long)]
     pub migration_only: bool,
+    /// Run only M1, switching from Stakater Reloader (needs RELOADER_BIN); the figures are printed and
+    /// written to `<out>/m1.json`.
+    #[arg(long)]
+    pub reloader_migration_only: bool,
     /// Run only H1, the cost of config history at the S1 size (wave alone, without and with
     /// `--config-history`); the figures are printed and written to `<out>/h1.json`.
     #[arg(long)]
@@ -183,6 +189,17 @@ async fn main() {
         };
         eprintln!("== M2 switching from Wave and back");
         finish_partial(&args, "M2", "m2.json", migration::run(wave, wave_go).await);
+    }
+    if args.reloader_migration_only {
+        let (Some(wave), Some(reloader)) = (
+            profiles.iter().find(|p| p.name == "wave"),
+            profiles.iter().find(|p| p.name == "reloader"),
+        ) else {
+            eprintln!("M1 needs Reloader: set RELOADER_BIN");
+            std::process::exit(1);
+        };
+        eprintln!("== M1 switching from Reloader");
+        finish_partial(&args, "M1", "m1.json", from_reloader::run(wave, reloader).await);
     }
     if args.history_only {
         let Some(wave) = profiles.iter().find(|p| p.name == "wave") else {

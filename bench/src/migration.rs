@@ -191,7 +191,7 @@ async fn wait_all_hashed(client: &Client) -> Result<(), Error> {
     }
 }
 
-fn metrics_port(p: &Profile) -> Option<u16> {
+pub(crate) fn metrics_port(p: &Profile) -> Option<u16> {
     p.args
         .iter()
         .find_map(|a| a.strip_prefix("--metrics-bind-address=127.0.0.1:"))?
@@ -200,7 +200,7 @@ fn metrics_port(p: &Profile) -> Option<u16> {
 }
 
 /// `wave_reconciles_total`, summed.
-fn reconciles(port: u16) -> f64 {
+pub(crate) fn reconciles(port: u16) -> f64 {
     let (_, body) = testenv::http_get(port, "/metrics").unwrap_or_default();
     body.lines()
         .filter(|l| l.starts_with("wave_reconciles_total{"))

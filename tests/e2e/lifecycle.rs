@@ -416,3 +416,63 @@ async fn nothing_in_a_namespace_to_ignore_is_tracked_or_written() {
         .await;
     assert_eq!(hash_of(&client, &ignored, kind, "app").await, None);
 }
+
+#[tokio::test]
+async fn the_namespace_selector_follows_namespace_labels_as_they_change() {
+    let (client, chosen) = setup("ns-chosen").await;
+    let (_, other) = setup("ns-other").await;
+    // A label unique to this test, so other tests' namespaces never match.
+    let label = format!("wave-test-{}", std::process::id());
+    let set_label = |ns: String, value: Option<&'static str>| {
+        let (client, label) = (client.clone(), label.clone());
+        async move {
+            kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client)
+                .patch(
+                    &ns,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(json!({"metadata": {"labels": {label: value}}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    set_label(chosen.clone(), Some("yes")).await;
+    let kind = WorkloadKind::DEPLOYMENT;
+    for ns in [&chosen, &other] {
+        create_configmap(&client, ns, "cfg", json!({"a": "1"})).await;
+        let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
+        create_workload(&client, ns, kind, "app", opted_in(&[]), spec).await;
+    }
+    let wave = Wave::start(
+        &[],
+        &["--update-rate=inf", &format!("--namespace-selector={label}=yes")],
+    )
+    .await;
+    let first = wait_hash_change(&client, &chosen, kind, "app", None).await;
+    wave.expect_writes(1, "only the selected namespace's workload")
+        .await;
+    assert_eq!(hash_of(&client, &other, kind, "app").await, None);
+
+    // Labelling a namespace brings its workloads in, without a restart.
+    set_label(other.clone(), Some("yes")).await;
+    wait_hash_change(&client, &other, kind, "app", None).await;
+    wave.expect_writes(2, "the newly selected namespace's workload")
+        .await;
+
+    // Unlabelling one leaves it alone: a config change there rolls nothing.
+    set_label(chosen.clone(), None).await;
+    wait_for(
+        "wave to see the namespace leave the selector",
+        TIMEOUT,
+        || async { (wave.metric("wave_selected_namespaces", &[]) == 1.0).then_some(()) },
+    )
+    .await;
+    patch_configmap(&client, &other, "cfg", json!({"data": {"a": "2"}})).await;
+    wave.expect_writes(3, "the selected namespace still rolls").await;
+    patch_configmap(&client, &chosen, "cfg", json!({"data": {"a": "2"}})).await;
+    // The change to `chosen` is seen (its config watch is cluster-wide) but wakes nothing: wait for a
+    // later change in `other` to be handled, then check `chosen` was not written.
+    patch_configmap(&client, &other, "cfg", json!({"data": {"a": "3"}})).await;
+    wave.expect_writes(4, "only the selected namespace rolls").await;
+    assert_eq!(hash_of(&client, &chosen, kind, "app").await, Some(first));
+}

@@ -185,6 +185,12 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
         vec!["rbac.legacyWaveCleanup=false", "cronJobs.enabled=true"],
         vec!["configHistory.enabled=true", "configHistory.allWorkloads=true"],
         vec![
+            "reloader.reloadStrategy=annotations",
+            "reloader.autoReloadAll=true",
+            "reloader.resourcesToIgnore[0]=secrets",
+        ],
+        vec!["reloader.compat=false", "namespaceSelector=team in (a\\,b)"],
+        vec![
             "fullnameOverride=wave-ctl",
             "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
             "extraEnv[0].name=HTTPS_PROXY",

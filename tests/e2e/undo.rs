@@ -134,8 +134,17 @@ async fn an_undo_to_an_earlier_config_sticks_for_every_kind_until_the_config_cha
     let third = hash_of(&client, &ns, kind, &n).await.unwrap();
     rollout_undo(&ns, kind, &n);
     let undone = wait_hash_change(&client, &ns, kind, &n, Some(&third)).await;
-    wait_for("the Deployment pinned again", TIMEOUT, || async {
-        (pinned(&workload(&client, &ns, kind, &n).await) == Some(undone.as_str())).then_some(())
+    // NOTE: the Deployment controller copies the Deployment's annotations onto its current ReplicaSet,
+    // and `kubectl rollout undo` copies the ReplicaSet's back (kubernetes/kubectl,
+    // pkg/polymorphichelpers/rollback.go): the undo itself restores the pin of the first undo, which
+    // names the config of that time. Wait for wave's own pin, which names the config of now.
+    wait_for("the Deployment pinned again by wave", TIMEOUT, || async {
+        let w = workload(&client, &ns, kind, &n).await;
+        let config = w
+            .annotations
+            .get("wave.pusher.com/pinned-config")
+            .map(String::as_str);
+        (pinned(&w) == Some(undone.as_str()) && config == Some(third.as_str())).then_some(())
     })
     .await;
     let (code, out, err) = run_wave(&["unpin", "deployment/deployment", "-n", &ns], Some(&kubeconfig));

@@ -76,6 +76,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create]
+{{- if .Values.namespaceSelector }}
+# --namespace-selector: the namespaces' labels, followed live.
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list, watch]
+{{- end }}
 {{- if include "wave.webhookEnabled" . }}
 # Pods held by the released scheduling gate, which StatefulSets and DaemonSets never replace.
 - apiGroups: [""]

@@ -41,6 +41,7 @@ pub mod ratelimit;
 pub mod refs;
 pub mod reloader;
 pub mod rollout;
+pub mod selector;
 pub mod tracker;
 pub mod undo;
 pub mod workload;

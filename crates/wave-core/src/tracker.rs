@@ -20,12 +20,13 @@
 //!   whether the *content* changed is the reconcile's business (it compares hashes, so a metadata-only
 //!   change writes nothing).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::index::RefIndex;
 use super::refs::{ConfigKey, ConfigKind, References};
 use super::reloader;
+use super::selector::LabelSelector;
 use super::workload::{Workload, WorkloadKind, WorkloadRef};
 
 /// Which objects one watch stream covers: a kind, in one namespace or in all.
@@ -44,6 +45,8 @@ pub enum Resource {
     Workload(WorkloadKind),
     /// A config kind (metadata only).
     Config(ConfigKind),
+    /// Namespaces (metadata only), with `--namespace-selector`.
+    Namespace,
 }
 
 impl Resource {
@@ -64,6 +67,7 @@ impl Resource {
             Resource::Workload(kind) => kind.info().plural,
             Resource::Config(ConfigKind::ConfigMap) => "configmaps",
             Resource::Config(ConfigKind::Secret) => "secrets",
+            Resource::Namespace => "namespaces",
         }
     }
 }
@@ -137,6 +141,15 @@ pub struct ConfigMeta {
     pub reloader_match: bool,
 }
 
+/// A namespace's name and labels, for `--namespace-selector`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceMeta {
+    /// Its name.
+    pub name: String,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+}
+
 /// One watch event, tagged with the scope of its stream.
 #[derive(Debug)]
 pub enum Change {
@@ -144,6 +157,8 @@ pub enum Change {
     Workload(Scope, Event<Workload>),
     /// From a config metadata watch.
     Config(Scope, Event<ConfigMeta>),
+    /// From the namespace watch.
+    Namespace(Scope, Event<NamespaceMeta>),
 }
 
 /// What an event asks of the runtime.
@@ -188,6 +203,11 @@ pub struct Tracker {
     /// Per namespace, the Reloader workloads whose selection may involve any object there (name
     /// patterns, `search`): every config change in the namespace wakes them.
     scanning: HashMap<String, BTreeSet<WorkloadRef>>,
+    /// `--namespace-selector`: only workloads in the namespaces it selects are acted on.
+    namespace_selector: Option<LabelSelector>,
+    /// The namespaces the selector selects now.
+    selected: HashSet<String>,
+    relisted_namespaces: Option<HashSet<String>>,
     index: RefIndex,
     relisted_workloads: HashMap<Scope, HashSet<WorkloadRef>>,
     relisted_configs: HashMap<Scope, HashSet<ConfigKey>>,
@@ -226,6 +246,9 @@ impl Tracker {
             reloader: None,
             matched: HashSet::new(),
             scanning: HashMap::new(),
+            namespace_selector: None,
+            selected: HashSet::new(),
+            relisted_namespaces: None,
             index: RefIndex::default(),
             relisted_workloads: HashMap::new(),
             relisted_configs: HashMap::new(),
@@ -253,6 +276,27 @@ impl Tracker {
     pub fn ignoring(mut self, namespaces: BTreeSet<String>) -> Self {
         self.ignored_namespaces = namespaces;
         self
+    }
+
+    /// The same tracker, acting only on workloads in the namespaces `selector` selects, as their labels
+    /// say now (a namespace watch joins the scopes).
+    pub fn selecting_namespaces(mut self, selector: LabelSelector) -> Self {
+        self.namespace_selector = Some(selector);
+        self.scopes.push(Scope {
+            resource: Resource::Namespace,
+            namespace: None,
+        });
+        self
+    }
+
+    /// How many namespaces `--namespace-selector` selects now (0 without one).
+    pub fn selected_namespace_count(&self) -> usize {
+        self.selected.len()
+    }
+
+    /// Whether wave acts on workloads in `namespace` (always, without `--namespace-selector`).
+    pub fn selects_namespace(&self, namespace: &str) -> bool {
+        self.namespace_selector.is_none() || self.selected.contains(namespace)
     }
 
     /// The same tracker, also tracking workloads opted in through Stakater Reloader's annotations.
@@ -299,9 +343,11 @@ impl Tracker {
         }
     }
 
-    /// Whether wave has anything to do for `workload`: its own reasons, or Reloader's annotations.
+    /// Whether wave has anything to do for `workload`: its own reasons, or Reloader's annotations, in
+    /// a namespace it acts on.
     fn needs_reconcile(&self, workload: &Workload) -> bool {
-        workload.needs_reconcile() || self.reloader_selection(workload).is_some()
+        self.selects_namespace(&workload.id.namespace)
+            && (workload.needs_reconcile() || self.reloader_selection(workload).is_some())
     }
 
     /// Whether `namespace` is watched; a reference outside the watched namespaces cannot be tracked.
@@ -365,6 +411,7 @@ impl Tracker {
         let namespace = match &change {
             Change::Workload(_, e) => e.object().map(|w| w.id.namespace.as_str()),
             Change::Config(_, e) => e.object().map(|c| c.key.namespace.as_str()),
+            Change::Namespace(_, e) => e.object().map(|n| n.name.as_str()),
         };
         if namespace.is_some_and(|ns| self.ignored_namespaces.contains(ns)) {
             return fx;
@@ -372,8 +419,51 @@ impl Tracker {
         match change {
             Change::Workload(scope, event) => self.apply_workload(scope, event, &mut fx),
             Change::Config(scope, event) => self.apply_config(scope, event, &mut fx),
+            Change::Namespace(scope, event) => self.apply_namespace(scope, event, &mut fx),
         }
         fx
+    }
+
+    fn apply_namespace(&mut self, scope: Scope, event: Event<NamespaceMeta>, fx: &mut Effects) {
+        match event {
+            Event::Init => self.relisted_namespaces = Some(HashSet::new()),
+            Event::InitApply(ns) => {
+                self.relisted_namespaces
+                    .get_or_insert_with(HashSet::new)
+                    .insert(ns.name.clone());
+                self.upsert_namespace(ns, fx);
+            }
+            Event::Apply(ns) => self.upsert_namespace(ns, fx),
+            Event::Delete(ns) => {
+                self.selected.remove(&ns.name);
+            }
+            Event::InitDone => {
+                let seen = self.relisted_namespaces.take().unwrap_or_default();
+                self.selected.retain(|ns| seen.contains(ns));
+                self.mark_synced(scope, fx);
+            }
+        }
+    }
+
+    fn upsert_namespace(&mut self, ns: NamespaceMeta, fx: &mut Effects) {
+        let now = self
+            .namespace_selector
+            .as_ref()
+            .is_none_or(|s| s.matches(&ns.labels));
+        let was = !self.selected.insert(ns.name.clone());
+        if !now {
+            self.selected.remove(&ns.name);
+        } else if !was && self.ready {
+            // Newly selected: every workload there is checked, as at startup.
+            let mut woken: Vec<WorkloadRef> = self
+                .workloads
+                .values()
+                .filter(|w| w.id.namespace == ns.name && self.needs_reconcile(w))
+                .map(|w| w.id.clone())
+                .collect();
+            woken.sort();
+            fx.enqueue.extend(woken);
+        }
     }
 
     fn apply_workload(&mut self, scope: Scope, event: Event<Workload>, fx: &mut Effects) {
@@ -547,10 +637,17 @@ impl Tracker {
             return;
         }
         let before = fx.enqueue.len();
-        fx.enqueue.extend(self.index.dependents(key).cloned());
+        fx.enqueue.extend(
+            self.index
+                .dependents(key)
+                .filter(|w| self.selects_namespace(&w.namespace))
+                .cloned(),
+        );
         // The queue drops a workload enqueued twice.
-        fx.enqueue
-            .extend(self.scanning.get(&key.namespace).into_iter().flatten().cloned());
+        if self.selects_namespace(&key.namespace) {
+            fx.enqueue
+                .extend(self.scanning.get(&key.namespace).into_iter().flatten().cloned());
+        }
         if fx.enqueue.len() > before {
             fx.config_triggered = true;
             fx.changed_configs.push(key.clone());
@@ -639,6 +736,7 @@ mod tests {
             t.apply(match s.resource {
                 Resource::Workload(_) => Change::Workload(s.clone(), Event::Init),
                 Resource::Config(_) => Change::Config(s.clone(), Event::Init),
+                Resource::Namespace => Change::Namespace(s.clone(), Event::Init),
             });
             if s.resource == DEPLOYMENTS {
                 for w in &workloads {
@@ -653,6 +751,7 @@ mod tests {
             last = t.apply(match s.resource {
                 Resource::Workload(_) => Change::Workload(s, Event::InitDone),
                 Resource::Config(_) => Change::Config(s, Event::InitDone),
+                Resource::Namespace => Change::Namespace(s, Event::InitDone),
             });
         }
         (t, last)
@@ -932,5 +1031,48 @@ mod tests {
             Event::Apply(cm_meta("app-3", "1")),
         ));
         assert!(fx.enqueue.is_empty(), "a deleted workload scans nothing");
+    }
+
+    #[test]
+    fn only_workloads_in_selected_namespaces_are_enqueued_and_labelling_one_brings_it_in() {
+        let ns_scope = Scope {
+            resource: Resource::Namespace,
+            namespace: None,
+        };
+        let namespace = |name: &str, team: &str| NamespaceMeta {
+            name: name.into(),
+            labels: BTreeMap::from([("team".to_string(), team.to_string())]),
+        };
+        let t = Tracker::new(&WorkloadKind::BUILT_IN, None)
+            .selecting_namespaces(LabelSelector::parse("team=a").unwrap());
+        let (mut t, fx) = synced_from(t, vec![uses_cm("w", "cm")], vec![cm_meta("cm", "1")]);
+        assert!(
+            fx.became_ready && fx.enqueue.is_empty(),
+            "not selected: not checked"
+        );
+        let fx = t.apply(Change::Namespace(
+            ns_scope.clone(),
+            Event::Apply(namespace("ns", "b")),
+        ));
+        assert!(fx.enqueue.is_empty());
+        let fx = t.apply(Change::Config(
+            scope(CONFIGMAPS),
+            Event::Apply(cm_meta("cm", "2")),
+        ));
+        assert!(fx.enqueue.is_empty(), "not selected: not woken");
+        let fx = t.apply(Change::Namespace(
+            ns_scope.clone(),
+            Event::Apply(namespace("ns", "a")),
+        ));
+        assert_eq!(names_of(&fx), ["w"], "newly selected: checked");
+        assert_eq!(t.selected_namespace_count(), 1);
+        let fx = t.apply(Change::Config(
+            scope(CONFIGMAPS),
+            Event::Apply(cm_meta("cm", "3")),
+        ));
+        assert_eq!(names_of(&fx), ["w"]);
+        t.apply(Change::Namespace(ns_scope, Event::Apply(namespace("ns", "c"))));
+        assert!(!t.selects_namespace("ns"));
+        assert!(t.all_to_reconcile().is_empty());
     }
 }

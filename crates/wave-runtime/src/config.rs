@@ -49,6 +49,9 @@ pub struct Config {
     pub flap: wave_core::flap::FlapPolicy,
     /// Namespaces left alone (`--namespaces-to-ignore`).
     pub namespaces_to_ignore: BTreeSet<String>,
+    /// `--namespace-selector`: act only on workloads in the namespaces whose labels it selects, as they
+    /// are now (watched live); `None` for every namespace.
+    pub namespace_selector: Option<wave_core::selector::LabelSelector>,
     /// The workload kinds to manage.
     pub kinds: Vec<wave_core::workload::WorkloadKind>,
     /// At most this many wave-triggered rollouts in progress at once (zero: no pacing).

@@ -208,6 +208,8 @@ pub struct Metrics {
     pub tracked_config_objects: Gauge,
     /// Config objects seen by the metadata watches (referenced or not).
     pub watched_config_objects: Gauge,
+    /// With `--namespace-selector`: the namespaces it selects now.
+    pub selected_namespaces: Gauge,
     /// Config objects whose content is cached.
     pub cached_config_objects: Gauge,
     /// Seconds from a config change event to the patch that carries it.
@@ -258,6 +260,7 @@ impl Metrics {
             waiting_for_config: Gauge::default(),
             tracked_workloads: Gauge::default(),
             tracked_config_objects: Gauge::default(),
+            selected_namespaces: Gauge::default(),
             watched_config_objects: Gauge::default(),
             cached_config_objects: Gauge::default(),
             change_to_patch_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
@@ -311,6 +314,11 @@ impl Metrics {
             "tracked_config_objects",
             "Config objects referenced by opted-in workloads",
             m.tracked_config_objects.clone(),
+        );
+        r.register(
+            "selected_namespaces",
+            "With --namespace-selector: the namespaces it selects now",
+            m.selected_namespaces.clone(),
         );
         r.register(
             "watched_config_objects",

@@ -67,6 +67,9 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     if let Some(options) = &config.reloader {
         tracker = tracker.with_reloader(options.clone());
     }
+    if let Some(selector) = &config.namespace_selector {
+        tracker = tracker.selecting_namespaces(selector.clone());
+    }
     let scopes = tracker.scopes().to_vec();
     let hashing = match &config.hash_key_secret {
         Some(secret) => {
@@ -183,6 +186,9 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
             ctx.metrics
                 .watched_config_objects
                 .set(tracker.config_object_count() as i64);
+            ctx.metrics
+                .selected_namespaces
+                .set(tracker.selected_namespace_count() as i64);
             fx
         };
         for key in &fx.evict {

@@ -130,6 +130,11 @@ async fn plan_and_write(
         ctx.missing.forget(id);
         return Ok(Outcome::Gone);
     };
+    tracing::debug!(workload = %id, resource_version = %workload.resource_version, "reconciling");
+    if !ctx.tracker().selects_namespace(&id.namespace) {
+        // Its namespace left the --namespace-selector after it was queued: leave it alone.
+        return Ok(Outcome::Noop);
+    }
     match legacy::clean(ctx, &workload).await? {
         legacy::Cleanup::Nothing => {}
         legacy::Cleanup::NotWriting => return Ok(not_writing(ctx)),
@@ -161,6 +166,13 @@ async fn plan_and_write(
         };
         let (write, marker) = match plan::plan(&workload, &refs, &fetched, &policy) {
             Plan::Noop => {
+                tracing::debug!(
+                    workload = %id,
+                    resource_version = %workload.resource_version,
+                    hash = ?workload.current_hash(),
+                    pinned = ?undo::Pin::read(&workload).map(|p| p.hash),
+                    "nothing to write"
+                );
                 ctx.missing.forget(id);
                 if let Some(hash) = workload.current_hash() {
                     // Current and correct (or pinned): a hash an undo may go back to.
@@ -572,6 +584,7 @@ pub fn record(
     let kind = id.kind.as_str();
     match result {
         Ok(outcome) => {
+            tracing::debug!(workload = %id, outcome = outcome.as_str(), "reconciled");
             ctx.metrics
                 .reconciles
                 .get_or_create(&KindResult {

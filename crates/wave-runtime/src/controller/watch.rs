@@ -3,6 +3,7 @@
 //! ```text
 //! Api<DynamicObject> per workload kind ─watcher─► Workload (template and progress kept) ───┐
 //! Api<PartialObjectMeta<ConfigMap|Secret>> ─watcher─► ConfigMeta (key, uid, rv) ───────┼─► Change
+//! Api<PartialObjectMeta<Namespace>> (--namespace-selector) ─► NamespaceMeta (name, labels) ┘
 //! ```
 //!
 //! ConfigMaps and Secrets are watched metadata-only: their values never cross the wire here, and each
@@ -20,14 +21,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::stream::{BoxStream, StreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use wave_core::refs::{ConfigKey, ConfigKind};
-use wave_core::tracker::{Change, ConfigMeta, Event, ObjectVersion, Resource as Watched, Scope};
+use wave_core::tracker::{
+    Change, ConfigMeta, Event, NamespaceMeta, ObjectVersion, Resource as Watched, Scope,
+};
 use wave_core::workload::{Progress, Workload, WorkloadKind, pod_template};
 
 use crate::api::{self, describe as describe_error};
@@ -86,6 +89,18 @@ pub fn changes(
             Watched::Config(ConfigKind::Secret) => {
                 let api = scoped_api::<PartialObjectMeta<Secret>>(client, ns);
                 scoped(api, scope.clone(), h, m, config_change(ConfigKind::Secret))
+            }
+            Watched::Namespace => {
+                let api = Api::<PartialObjectMeta<Namespace>>::all(client.clone());
+                scoped(api, scope.clone(), h, m, |scope, event| {
+                    Change::Namespace(
+                        scope,
+                        event.map(|ns| NamespaceMeta {
+                            name: ns.metadata.name.unwrap_or_default(),
+                            labels: ns.metadata.labels.unwrap_or_default(),
+                        }),
+                    )
+                })
             }
         }
     });

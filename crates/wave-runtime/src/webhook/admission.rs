@@ -156,7 +156,8 @@ async fn admit(
     }
     {
         let tracker = ctx.tracker();
-        if !tracker.is_ready() || !tracker.watches_namespace(&workload.id.namespace) {
+        let ns = &workload.id.namespace;
+        if !tracker.is_ready() || !tracker.watches_namespace(ns) || !tracker.selects_namespace(ns) {
             return Ok(None);
         }
     }
