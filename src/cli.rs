@@ -440,6 +440,18 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_CRONJOBS")]
     pub cronjobs: bool,
 
+    /// Also manage Argo Rollouts' Rollouts (`argoproj.io/v1alpha1`): the hash goes on `spec.template`.
+    /// Needs their CustomResourceDefinition, and `get, list, watch, patch` on rollouts.
+    #[arg(long, env = "WAVE_ARGO_ROLLOUTS")]
+    pub argo_rollouts: bool,
+
+    /// Also manage a resource with a pod template: `GROUP/VERSION/RESOURCE:JSON-POINTER` (repeatable, or
+    /// comma-separated), e.g. `example.com/v1/runners:/spec/template`. Its kind is looked up at start-up;
+    /// it needs `get, list, watch, patch` on the resource.
+    #[arg(long, env = "WAVE_WORKLOAD_RESOURCE", value_delimiter = ',', value_name = "G/V/R:POINTER",
+          value_parser = wave_core::kind::ResourceSpec::parse)]
+    pub workload_resource: Vec<wave_core::kind::ResourceSpec>,
+
     /// At most this many wave-triggered rollouts in progress at once, as the workloads' own status
     /// shows; the rest wait, highest `wave.pusher.com/rollout-priority` first, then first come. With it,
     /// a config version whose rollout fails rolls into no further workload. `0` turns this off.
@@ -550,11 +562,12 @@ impl RunArgs {
                 window: self.flap_window,
                 quiet: self.flap_quiet,
             },
-            kinds: if self.cronjobs {
-                WorkloadKind::ALL.to_vec()
-            } else {
-                WorkloadKind::BUILT_IN.to_vec()
-            },
+            kinds: WorkloadKind::BUILT_IN
+                .into_iter()
+                .chain(self.cronjobs.then_some(WorkloadKind::CRON_JOB))
+                .chain(self.argo_rollouts.then_some(WorkloadKind::ROLLOUT))
+                .collect(),
+            workload_resources: self.workload_resource.clone(),
             max_concurrent_rollouts: self.max_concurrent_rollouts,
             rollout_deadline: self.rollout_deadline,
             config_history: self.config_history,

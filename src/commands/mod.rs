@@ -137,8 +137,8 @@ pub fn config_target(target: &str, namespace: &str) -> Result<ConfigKey, Command
 }
 
 /// Every workload of every kind in `namespace`, or in the cluster with `None` (references can cross
-/// namespaces: `extra-*`). CronJobs, which `wave run` manages only with `--cronjobs`, are skipped when
-/// they may not be listed.
+/// namespaces: `extra-*`). CronJobs and Rollouts, which `wave run` manages only with `--cronjobs` and
+/// `--argo-rollouts`, are skipped when they may not be listed or are not served.
 pub async fn workloads_in(
     client: &kube::Client,
     namespace: Option<&str>,
@@ -152,6 +152,10 @@ pub async fn workloads_in(
             Ok(listed) => listed,
             Err(e) if !WorkloadKind::BUILT_IN.contains(&kind) && api::status_code(&e) == Some(403) => {
                 eprintln!("wave: not listing {}: forbidden", kind.info().plural);
+                continue;
+            }
+            // Argo Rollouts' kind exists only where its CustomResourceDefinition is installed.
+            Err(e) if !WorkloadKind::BUILT_IN.contains(&kind) && api::status_code(&e) == Some(404) => {
                 continue;
             }
             Err(e) => {

@@ -476,3 +476,112 @@ async fn the_namespace_selector_follows_namespace_labels_as_they_change() {
     wave.expect_writes(4, "only the selected namespace rolls").await;
     assert_eq!(hash_of(&client, &chosen, kind, "app").await, Some(first));
 }
+
+/// Applies a CustomResourceDefinition from `testdata/crds` and waits until it is served.
+async fn install_crd(client: &kube::Client, file: &str, plural_group: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/crds")
+        .join(file);
+    let yaml = std::fs::read_to_string(&path).unwrap();
+    let (ok, out) = kubectl_stdin(&["apply", "-f", "-"], &yaml);
+    assert!(ok, "kubectl apply {file}: {out}");
+    let api: kube::Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = kube::Api::all(client.clone());
+    wait_for(&format!("{plural_group} to be established"), TIMEOUT, || async {
+        let crd = api.get(plural_group).await.ok()?;
+        crd.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+}
+
+/// The hash on Widget `w`'s pod template.
+fn widget_hash(ns: &str) -> Option<String> {
+    let (ok, out) = kubectl_stdin(
+        &["get", "widgets.example.wave.test", "w", "-n", ns, "-o", "json"],
+        "",
+    );
+    assert!(ok, "{out}");
+    let w: serde_json::Value = serde_json::from_str(&out).unwrap();
+    w.pointer("/spec/runner/template/metadata/annotations/wave.pusher.com~1config-hash")
+        .and_then(|h| h.as_str())
+        .map(str::to_string)
+}
+
+#[tokio::test]
+async fn argo_rollouts_and_a_custom_workload_resource_get_their_templates_hashed() {
+    let (client, ns) = setup("custom-kinds").await;
+    install_crd(&client, "rollouts.yaml", "rollouts.argoproj.io").await;
+    install_crd(&client, "widgets.yaml", "widgets.example.wave.test").await;
+    create_configmap(&client, &ns, "cfg", json!({"a": "1"})).await;
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
+    let rollout = WorkloadKind::ROLLOUT;
+    create_workload(&client, &ns, rollout, "ro", opted_in(&[]), spec.clone()).await;
+    // A Widget keeps its pod template at /spec/runner/template.
+    let widget = json!({"apiVersion": "example.wave.test/v1", "kind": "Widget",
+        "metadata": {"name": "w", "annotations": opted_in(&[])},
+        "spec": {"runner": {"template": {"metadata": {"labels": {"app": "w"}}, "spec": spec}}}});
+    let (ok, out) = kubectl_stdin(&["apply", "-n", &ns, "-f", "-"], &widget.to_string());
+    assert!(ok, "{out}");
+    // A Rollout that takes its template from a Deployment (`spec.workloadRef`): the Deployment, which
+    // does not opt in itself, gets the hash; the Rollout gets no template.
+    let deployment = WorkloadKind::DEPLOYMENT;
+    create_workload(&client, &ns, deployment, "web", json!({}), spec.clone()).await;
+    let by_ref = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+        "metadata": {"name": "by-ref", "annotations": opted_in(&[])},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}});
+    let (ok, out) = kubectl_stdin(&["apply", "-n", &ns, "-f", "-"], &by_ref.to_string());
+    assert!(ok, "{out}");
+    let wave = Wave::start(
+        &[&ns],
+        &[
+            "--update-rate=inf",
+            "--argo-rollouts",
+            "--workload-resource=example.wave.test/v1/widgets:/spec/runner/template",
+        ],
+    )
+    .await;
+    let first = wait_hash_change(&client, &ns, rollout, "ro", None).await;
+    let widget_first = wait_for("the Widget's hash", TIMEOUT, || async { widget_hash(&ns) }).await;
+    assert_eq!(first, widget_first, "the same config, the same hash");
+    let web_first = wait_hash_change(&client, &ns, deployment, "web", None).await;
+    assert_eq!(first, web_first);
+    wave.expect_writes(3, "one hash each").await;
+    let by_ref = workloads(&client, &ns, rollout).get("by-ref").await.unwrap();
+    assert!(
+        by_ref.data.pointer("/spec/template").is_none(),
+        "the Rollout itself is not written"
+    );
+
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"a": "2"}})).await;
+    let second = wait_hash_change(&client, &ns, rollout, "ro", Some(&first)).await;
+    wait_for("the Widget's new hash", TIMEOUT, || async {
+        widget_hash(&ns).filter(|h| *h == second)
+    })
+    .await;
+    wait_hash_change(&client, &ns, deployment, "web", Some(&web_first)).await;
+    wave.expect_writes(6, "one rollout each").await;
+}
+
+#[tokio::test]
+async fn a_workload_resource_that_is_not_served_stops_wave_with_a_clear_error() {
+    let (_, ns) = setup("custom-missing").await;
+    let mut wave = Wave::spawn(
+        &testenv::cluster().kubeconfig(),
+        &[&ns],
+        &["--workload-resource=nothing.wave.test/v1/gadgets:/spec/template"],
+    );
+    wave.wait_exit("wave to refuse a resource that is not served")
+        .await;
+    let log = wave.output();
+    assert!(
+        log.contains("--workload-resource nothing.wave.test/v1/gadgets:/spec/template")
+            && log.contains("serves no API nothing.wave.test/v1"),
+        "names the flag and the cause: {log}"
+    );
+}

@@ -191,6 +191,13 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
         ],
         vec!["reloader.compat=false", "namespaceSelector=team in (a\\,b)"],
         vec![
+            "argoRollouts.enabled=true",
+            "workloadResources[0].group=example.com",
+            "workloadResources[0].version=v1",
+            "workloadResources[0].resource=runners",
+            "workloadResources[0].template=/spec/template",
+        ],
+        vec![
             "fullnameOverride=wave-ctl",
             "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
             "extraEnv[0].name=HTTPS_PROXY",

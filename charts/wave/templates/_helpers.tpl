@@ -73,6 +73,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: [cronjobs]
   verbs: [get, list, watch, patch]
 {{- end }}
+{{- if .Values.argoRollouts.enabled }}
+- apiGroups: [argoproj.io]
+  resources: [rollouts]
+  verbs: [get, list, watch, patch]
+{{- end }}
+{{- range .Values.workloadResources }}
+- apiGroups: [{{ .group | quote }}]
+  resources: [{{ .resource }}]
+  verbs: [get, list, watch, patch]
+{{- end }}
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create]

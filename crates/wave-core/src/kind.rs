@@ -32,8 +32,10 @@ pub struct KindInfo {
     /// DaemonSet with `OnDelete` never replaces it, so wave deletes the pods its gate held
     /// (`docs/webhook.md`, "What it does").
     pub replaces_held_pods: bool,
-    /// Whether changing the template starts a rollout that the kind's status follows. A CronJob's has
-    /// none: its next Job simply runs with the new template.
+    /// Whether changing the template starts a rollout that wave can follow in the kind's status (the
+    /// `apps/v1` kinds). A CronJob's has none: its next Job simply runs with the new template. Argo
+    /// Rollouts and custom resources roll in their own ways, which wave does not read: pacing, config
+    /// history and Reloader's annotations are for the kinds that do.
     pub rolls_out: bool,
     /// Position in listings (lower first).
     pub rank: u8,
@@ -92,6 +94,20 @@ static CRON_JOB: KindInfo = KindInfo {
     rank: 3,
 };
 
+static ROLLOUT: KindInfo = KindInfo {
+    group: "argoproj.io",
+    version: "v1alpha1",
+    api_version: "argoproj.io/v1alpha1",
+    kind: "Rollout",
+    plural: "rollouts",
+    short_names: &["ro"],
+    template: "/spec/template",
+    // Argo Rollouts' own ReplicaSets replace pods, as a Deployment's do.
+    replaces_held_pods: true,
+    rolls_out: false,
+    rank: 4,
+};
+
 /// One workload kind: a cheap, copyable handle on its [`KindInfo`]. Two handles are equal when they name
 /// the same `apiVersion` and kind.
 #[derive(Clone, Copy)]
@@ -114,15 +130,38 @@ impl WorkloadKind {
     /// `batch/v1` CronJob: the hash goes on the template of the Jobs it creates. Watched only with
     /// `--cronjobs`.
     pub const CRON_JOB: WorkloadKind = WorkloadKind(&CRON_JOB);
+    /// Argo Rollouts' `argoproj.io/v1alpha1` Rollout: the hash goes on `spec.template`. Watched only
+    /// with `--argo-rollouts`.
+    pub const ROLLOUT: WorkloadKind = WorkloadKind(&ROLLOUT);
     /// The kinds `wave run` manages by default, in listing order.
     pub const BUILT_IN: [WorkloadKind; 3] = [Self::DEPLOYMENT, Self::STATEFUL_SET, Self::DAEMON_SET];
-    /// Every kind wave knows: the CLI reads and hashes them all.
-    pub const ALL: [WorkloadKind; 4] = [
+    /// Every kind wave knows by name: the CLI reads and hashes them all.
+    pub const ALL: [WorkloadKind; 5] = [
         Self::DEPLOYMENT,
         Self::STATEFUL_SET,
         Self::DAEMON_SET,
         Self::CRON_JOB,
+        Self::ROLLOUT,
     ];
+
+    /// A kind known only at run time (`--workload-resource`), named `kind` by the apiserver's discovery.
+    /// Its facts are kept for the life of the process: there are a few, made once at startup.
+    pub fn custom(resource: &ResourceSpec, kind: &str) -> Self {
+        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+        let info = KindInfo {
+            group: leak(resource.group.clone()),
+            version: leak(resource.version.clone()),
+            api_version: leak(resource.api_version()),
+            kind: leak(kind.to_string()),
+            plural: leak(resource.plural.clone()),
+            short_names: &[],
+            template: leak(resource.template.clone()),
+            replaces_held_pods: true,
+            rolls_out: false,
+            rank: 5,
+        };
+        WorkloadKind(Box::leak(Box::new(info)))
+    }
 
     /// The facts about this kind.
     pub fn info(self) -> &'static KindInfo {
@@ -194,6 +233,81 @@ impl fmt::Display for WorkloadKind {
     }
 }
 
+/// A resource with a pod template, named on the command line as `GROUP/VERSION/RESOURCE:POINTER`
+/// (`--workload-resource`; `VERSION/RESOURCE:POINTER` for the core group), e.g.
+/// `example.com/v1/runners:/spec/template`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceSpec {
+    /// API group (empty for the core group).
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Lowercase plural.
+    pub plural: String,
+    /// JSON pointer to the pod template.
+    pub template: String,
+}
+
+impl ResourceSpec {
+    /// Parses `GROUP/VERSION/RESOURCE:POINTER`; an error says what is wrong.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let usage =
+            "expected GROUP/VERSION/RESOURCE:JSON-POINTER, e.g. example.com/v1/runners:/spec/template";
+        let (gvr, template) = text
+            .split_once(':')
+            .ok_or_else(|| format!("{text:?}: no JSON pointer to the pod template; {usage}"))?;
+        let parts: Vec<&str> = gvr.split('/').collect();
+        let (group, version, plural) = match parts.as_slice() {
+            [group, version, plural] => (*group, *version, *plural),
+            [version, plural] => ("", *version, *plural),
+            _ => return Err(format!("{text:?}: {usage}")),
+        };
+        let name = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        };
+        if !name(version) || !name(plural) || !(group.is_empty() || name(group)) {
+            return Err(format!(
+                "{text:?}: the group, version and resource are lowercase API names; {usage}"
+            ));
+        }
+        let segments_ok = template.strip_prefix('/').is_some_and(|rest| {
+            rest.split('/').all(|s| {
+                !s.is_empty()
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            })
+        });
+        if !segments_ok {
+            return Err(format!(
+                "{text:?}: {template:?} is not a JSON pointer of plain field names (such as /spec/template)"
+            ));
+        }
+        Ok(Self {
+            group: group.to_string(),
+            version: version.to_string(),
+            plural: plural.to_string(),
+            template: template.to_string(),
+        })
+    }
+
+    /// `apiVersion` as written in manifests.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+impl fmt::Display for ResourceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}:{}", self.api_version(), self.plural, self.template)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,5 +349,31 @@ mod tests {
         ];
         kinds.sort();
         assert_eq!(kinds, WorkloadKind::BUILT_IN.to_vec());
+    }
+
+    #[test]
+    fn a_workload_resource_parses_from_group_version_resource_and_pointer() {
+        let r = ResourceSpec::parse("example.com/v1/runners:/spec/runner/template").unwrap();
+        assert_eq!(r.api_version(), "example.com/v1");
+        assert_eq!(
+            (r.plural.as_str(), r.template.as_str()),
+            ("runners", "/spec/runner/template")
+        );
+        let core = ResourceSpec::parse("v1/replicationcontrollers:/spec/template").unwrap();
+        assert_eq!(core.api_version(), "v1");
+        let kind = WorkloadKind::custom(&r, "Runner");
+        assert_eq!(kind.info().template, "/spec/runner/template");
+        assert_eq!(kind.as_str(), "Runner");
+        assert!(!kind.info().rolls_out);
+        for (bad, says) in [
+            ("example.com/v1/runners", "no JSON pointer"),
+            ("runners:/spec/template", "expected GROUP/VERSION/RESOURCE"),
+            ("Example.com/v1/Runners:/spec/template", "lowercase"),
+            ("example.com/v1/runners:spec/template", "not a JSON pointer"),
+            ("example.com/v1/runners:/spec//template", "not a JSON pointer"),
+        ] {
+            let e = ResourceSpec::parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 }

@@ -2,6 +2,8 @@
 //! Event reasons. The annotation keys and Wave's Event reasons and messages are byte-identical to Wave
 //! v0.11 (`docs/behaviour.md`, "Opting in" and "Events"), so a workload moves between the two with no change.
 
+/// The prefix of every annotation wave reads or writes.
+pub const PREFIX: &str = "wave.pusher.com/";
 /// Workload opt-in. Active only when the value is exactly `"true"`.
 pub const UPDATE_ON_CONFIG_CHANGE: &str = "wave.pusher.com/update-on-config-change";
 /// Pod-template annotation holding the 64-hex-character SHA-256 config hash.

@@ -20,6 +20,7 @@
 //!   whether the *content* changed is the reconcile's business (it compares hashes, so a metadata-only
 //!   change writes nothing).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -200,6 +201,8 @@ pub struct Tracker {
     reloader: Option<reloader::Options>,
     /// Config objects marked `reloader.stakater.com/match`.
     matched: HashSet<ConfigKey>,
+    /// Deployments that an opted-in Argo Rollout takes its pod template from, and that Rollout.
+    adopters: HashMap<WorkloadRef, WorkloadRef>,
     /// Per namespace, the Reloader workloads whose selection may involve any object there (name
     /// patterns, `search`): every config change in the namespace wakes them.
     scanning: HashMap<String, BTreeSet<WorkloadRef>>,
@@ -246,6 +249,7 @@ impl Tracker {
             reloader: None,
             matched: HashSet::new(),
             scanning: HashMap::new(),
+            adopters: HashMap::new(),
             namespace_selector: None,
             selected: HashSet::new(),
             relisted_namespaces: None,
@@ -371,7 +375,11 @@ impl Tracker {
 
     /// The view of one workload, shared.
     pub fn workload(&self, id: &WorkloadRef) -> Option<Arc<Workload>> {
-        self.workloads.get(id).cloned()
+        let w = self.workloads.get(id)?;
+        Some(match self.effective(w) {
+            Cow::Borrowed(_) => w.clone(),
+            Cow::Owned(view) => Arc::new(view),
+        })
     }
 
     /// The current version of a config object; `None` if it does not exist.
@@ -398,7 +406,7 @@ impl Tracker {
         let mut out: Vec<_> = self
             .workloads
             .values()
-            .filter(|w| self.needs_reconcile(w))
+            .filter(|w| self.needs_reconcile(&self.effective(w)))
             .map(|w| w.id.clone())
             .collect();
         out.sort();
@@ -499,34 +507,90 @@ impl Tracker {
     }
 
     fn upsert_workload(&mut self, w: Workload, fx: &mut Effects) {
-        let reloader = self.reloader_selection(&w).map(|sel| sel.needs(&w));
-        let keys = match &reloader {
-            Some(needs) => needs.keys.clone(),
-            None => w.references().keys(),
-        };
-        self.set_scanning(&w.id, reloader.is_some_and(|n| n.scan));
-        let orphans = self.index.replace(&w.id, keys);
-        fx.evict.extend(orphans);
+        let view = self.effective(&w);
+        self.reindex(&view, fx);
         let changed = match self.workloads.get(&w.id) {
             None => true,
             Some(prev) => prev.generation != w.generation || prev.annotations != w.annotations,
         };
+        let adopts = adoption(&w);
+        let adopted = self.workloads.get(&w.id).and_then(|prev| adoption(prev));
+        let enqueue = self.ready && changed && self.needs_reconcile(&view);
+        drop(view);
         let progressed = self.workloads.get(&w.id).is_some_and(|prev| {
             changed || prev.progress != w.progress || prev.current_hash() != w.current_hash()
         });
         if self.ready && progressed && w.is_opted_in() {
             fx.progressed.push(w.id.clone());
         }
-        if self.ready && changed && self.needs_reconcile(&w) {
+        if enqueue {
             fx.enqueue.push(w.id.clone());
         }
+        let id = w.id.clone();
         self.workloads.insert(w.id.clone(), Arc::new(w));
+        if changed && (adopts.is_some() || adopted.is_some()) {
+            self.adopt(&id, adopted, adopts, fx);
+        }
+    }
+
+    /// Indexes what `view` references (Reloader's selection, or wave's references).
+    fn reindex(&mut self, view: &Workload, fx: &mut Effects) {
+        let reloader = self.reloader_selection(view).map(|sel| sel.needs(view));
+        let keys = match &reloader {
+            Some(needs) => needs.keys.clone(),
+            None => view.references().keys(),
+        };
+        self.set_scanning(&view.id, reloader.is_some_and(|n| n.scan));
+        let orphans = self.index.replace(&view.id, keys);
+        fx.evict.extend(orphans);
+    }
+
+    /// Rollout `rollout` took its template from `before` and now from `after` (either may be none, or
+    /// both the same Deployment with other annotations): those Deployments are indexed and checked again.
+    fn adopt(
+        &mut self,
+        rollout: &WorkloadRef,
+        before: Option<WorkloadRef>,
+        after: Option<WorkloadRef>,
+        fx: &mut Effects,
+    ) {
+        if let Some(old) = &before
+            && self.adopters.get(old) == Some(rollout)
+        {
+            self.adopters.remove(old);
+        }
+        if let Some(new) = &after {
+            self.adopters.insert(new.clone(), rollout.clone());
+        }
+        for deployment in before.into_iter().chain(after) {
+            let Some(raw) = self.workloads.get(&deployment).cloned() else {
+                continue;
+            };
+            let view = self.effective(&raw);
+            self.reindex(&view, fx);
+            if self.ready && self.needs_reconcile(&view) {
+                fx.enqueue.push(deployment);
+            }
+        }
+    }
+
+    /// `w` as wave acts on it: a Deployment an opted-in Argo Rollout takes its template from
+    /// (`spec.workloadRef`) carries the Rollout's `wave.pusher.com/` annotations
+    /// (`docs/behaviour.md`, "Argo Rollouts").
+    pub fn effective<'a>(&self, w: &'a Workload) -> Cow<'a, Workload> {
+        match self.adopters.get(&w.id).and_then(|r| self.workloads.get(r)) {
+            Some(rollout) => Cow::Owned(w.adopted_by(rollout)),
+            None => Cow::Borrowed(w),
+        }
     }
 
     fn delete_workload(&mut self, id: &WorkloadRef, fx: &mut Effects) {
-        if self.workloads.remove(id).is_some() {
+        if let Some(gone) = self.workloads.remove(id) {
             fx.deleted.push(id.clone());
             fx.progressed.push(id.clone());
+            if let Some(deployment) = adoption(&gone) {
+                self.adopt(id, Some(deployment), None, fx);
+            }
         }
         self.set_scanning(id, false);
         fx.evict.extend(self.index.remove(id));
@@ -676,6 +740,13 @@ impl Tracker {
         }
         out
     }
+}
+
+/// The Deployment an opted-in Argo Rollout takes its pod template from.
+fn adoption(w: &Workload) -> Option<WorkloadRef> {
+    let name = w.template_from.as_ref()?;
+    crate::refs::is_opted_in(&w.annotations)
+        .then(|| WorkloadRef::new(WorkloadKind::DEPLOYMENT, w.id.namespace.clone(), name.clone()))
 }
 
 #[cfg(test)]
@@ -1074,5 +1145,64 @@ mod tests {
         t.apply(Change::Namespace(ns_scope, Event::Apply(namespace("ns", "c"))));
         assert!(!t.selects_namespace("ns"));
         assert!(t.all_to_reconcile().is_empty());
+    }
+
+    #[test]
+    fn a_deployment_an_opted_in_rollout_takes_its_template_from_is_acted_on_in_its_place() {
+        let rollouts = Scope {
+            resource: Resource::Workload(WorkloadKind::ROLLOUT),
+            namespace: None,
+        };
+        let mut rollout = deployment("ns", "ro", &[(names::EXTRA_CONFIGMAPS, "extra")], json!({}));
+        rollout.id.kind = WorkloadKind::ROLLOUT;
+        rollout.template_from = Some("web".into());
+        let mut web = uses_cm("web", "cm");
+        web.annotations.clear();
+        let kinds = [WorkloadKind::DEPLOYMENT, WorkloadKind::ROLLOUT];
+        let mut t = Tracker::new(&kinds, None);
+        for s in t.scopes().to_vec() {
+            t.apply(match s.resource {
+                Resource::Workload(_) => Change::Workload(s.clone(), Event::Init),
+                _ => Change::Config(s.clone(), Event::Init),
+            });
+            t.apply(match s.resource {
+                Resource::Workload(_) => Change::Workload(s.clone(), Event::InitDone),
+                _ => Change::Config(s.clone(), Event::InitDone),
+            });
+        }
+        let fx = t.apply(Change::Workload(scope(DEPLOYMENTS), Event::Apply(web.clone())));
+        assert!(fx.enqueue.is_empty(), "not opted in on its own");
+        let fx = t.apply(Change::Workload(rollouts.clone(), Event::Apply(rollout.clone())));
+        assert_eq!(
+            names_of(&fx),
+            ["web"],
+            "the Rollout's opt-in brings its Deployment in"
+        );
+        let view = t.workload(&web.id).unwrap();
+        assert!(view.is_opted_in());
+        assert_eq!(
+            view.references().keys().len(),
+            2,
+            "its own reference and the Rollout's extra"
+        );
+        assert!(
+            !t.workload(&rollout.id).unwrap().is_opted_in(),
+            "nothing is written to the Rollout"
+        );
+        let fx = t.apply(Change::Config(
+            scope(CONFIGMAPS),
+            Event::Apply(cm_meta("extra", "1")),
+        ));
+        assert_eq!(names_of(&fx), ["web"]);
+        t.apply(Change::Workload(rollouts, Event::Delete(rollout)));
+        assert!(
+            !t.workload(&web.id).unwrap().is_opted_in(),
+            "released with the Rollout"
+        );
+        let fx = t.apply(Change::Config(
+            scope(CONFIGMAPS),
+            Event::Apply(cm_meta("extra", "2")),
+        ));
+        assert!(fx.enqueue.is_empty());
     }
 }

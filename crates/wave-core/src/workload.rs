@@ -65,6 +65,23 @@ pub struct Workload {
     /// It still carries Wave ≤ v0.6's finalizer `wave.pusher.com/finalizer`, which wave removes
     /// (`docs/migrating-from-wave.md`).
     pub legacy_finalizer: bool,
+    /// An Argo Rollout whose pod template is a Deployment's (`spec.workloadRef`): the name of that
+    /// Deployment, in the same namespace. Its hash goes there (`Tracker`, "workloadRef").
+    pub template_from: Option<String>,
+}
+
+/// The Deployment an Argo Rollout takes its pod template from (`spec.workloadRef` naming an `apps/v1`
+/// Deployment), if it does.
+pub fn template_from(kind: WorkloadKind, body: &serde_json::Value) -> Option<String> {
+    if kind != WorkloadKind::ROLLOUT {
+        return None;
+    }
+    let r = body.pointer("/spec/workloadRef")?;
+    let deployment = r.get("kind")?.as_str()? == "Deployment"
+        && r.get("apiVersion")
+            .and_then(|v| v.as_str())
+            .is_none_or(|v| v == "apps/v1");
+    deployment.then(|| r.get("name")?.as_str().map(str::to_string))?
 }
 
 /// The pod template in `body` (the object without its metadata, or the whole object) at the kind's
@@ -87,6 +104,7 @@ impl Workload {
     ) -> Result<Self, serde_json::Error> {
         let mut w = Self::from_parts(kind, meta, pod_template(kind, body)?);
         w.progress = Progress::read(kind, body);
+        w.template_from = template_from(kind, body);
         Ok(w)
     }
 
@@ -116,12 +134,29 @@ impl Workload {
             annotations: meta.annotations.unwrap_or_default(),
             template: Box::new(template.unwrap_or_default()),
             progress: Progress::default(),
+            template_from: None,
         }
     }
 
-    /// Whether the workload opted in with `wave.pusher.com/update-on-config-change: "true"`.
+    /// Whether the workload opted in with `wave.pusher.com/update-on-config-change: "true"` and has a
+    /// pod template of its own to write to (a Rollout with `spec.workloadRef` has not: its Deployment
+    /// is opted in in its place).
     pub fn is_opted_in(&self) -> bool {
-        refs::is_opted_in(&self.annotations)
+        refs::is_opted_in(&self.annotations) && self.template_from.is_none()
+    }
+
+    /// This view as wave acts on it when `rollout` (an opted-in Argo Rollout) takes its pod template
+    /// from it: with the Rollout's `wave.pusher.com/` annotations added where it has none of its own.
+    pub fn adopted_by(&self, rollout: &Workload) -> Workload {
+        let mut view = self.clone();
+        for (key, value) in &rollout.annotations {
+            if key.starts_with(names::PREFIX) {
+                view.annotations
+                    .entry(key.clone())
+                    .or_insert_with(|| value.clone());
+            }
+        }
+        view
     }
 
     /// The references of the workload (empty unless opted in).
@@ -219,6 +254,7 @@ pub(crate) mod testing {
             ),
             progress: Progress::default(),
             legacy_finalizer: false,
+            template_from: None,
         }
     }
 }

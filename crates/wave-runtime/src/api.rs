@@ -21,6 +21,7 @@ use kube::api::{ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, Patch
 use kube::{Api, Client};
 use wave_core::hash::{Content, HashKey};
 use wave_core::history::{CurrentObject, Revision, Snapshot};
+use wave_core::kind::ResourceSpec;
 use wave_core::names;
 use wave_core::refs::{ConfigKey, ConfigKind};
 use wave_core::workload::{Workload, WorkloadKind, WorkloadRef};
@@ -45,6 +46,37 @@ pub fn workload_api(client: &Client, kind: WorkloadKind, namespace: Option<&str>
     match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
         None => Api::all_with(client.clone(), &resource),
+    }
+}
+
+/// The kind of a `--workload-resource`, from the apiserver's discovery of its group and version.
+pub async fn resolve_kind(client: &Client, resource: &ResourceSpec) -> Result<WorkloadKind, String> {
+    let gv = kube::core::GroupVersion::gv(&resource.group, &resource.version);
+    let group = kube::discovery::pinned_group(client, &gv).await.map_err(|e| {
+        if status_code(&e) == Some(404) {
+            format!(
+                "the apiserver serves no API {}: is its CustomResourceDefinition installed?",
+                resource.api_version()
+            )
+        } else {
+            format!("discovering {}: {}", resource.api_version(), describe(&e))
+        }
+    })?;
+    let found = group
+        .versioned_resources(&resource.version)
+        .into_iter()
+        .find(|(r, _)| r.plural == resource.plural);
+    match found {
+        None => Err(format!(
+            "the apiserver serves no resource {:?} in {}: is its CustomResourceDefinition installed?",
+            resource.plural,
+            resource.api_version()
+        )),
+        Some((_, caps)) if caps.scope != kube::discovery::Scope::Namespaced => Err(format!(
+            "{} is cluster-scoped; wave manages namespaced workloads",
+            resource.plural
+        )),
+        Some((r, _)) => Ok(WorkloadKind::custom(resource, &r.kind)),
     }
 }
 

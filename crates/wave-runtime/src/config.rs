@@ -54,6 +54,8 @@ pub struct Config {
     pub namespace_selector: Option<wave_core::selector::LabelSelector>,
     /// The workload kinds to manage.
     pub kinds: Vec<wave_core::workload::WorkloadKind>,
+    /// `--workload-resource`: more kinds, looked up by discovery at start-up and added to `kinds`.
+    pub workload_resources: Vec<wave_core::kind::ResourceSpec>,
     /// At most this many wave-triggered rollouts in progress at once (zero: no pacing).
     pub max_concurrent_rollouts: usize,
     /// How long a paced StatefulSet or DaemonSet rollout may take before it counts as failed.

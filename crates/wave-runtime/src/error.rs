@@ -208,6 +208,14 @@ pub enum RunError {
     /// `--hash-key-secret` names a key that cannot be read.
     #[error("cannot read the key of the config hash (--hash-key-secret)")]
     HashKey(#[source] crate::api::HashKeyError),
+    /// A `--workload-resource` names no resource the apiserver serves, or one without namespaces.
+    #[error("--workload-resource {resource}: {reason}")]
+    WorkloadResource {
+        /// The flag's value.
+        resource: wave_core::kind::ResourceSpec,
+        /// What is wrong.
+        reason: String,
+    },
     /// The webhook could not be set up (certificate, Secret or configuration).
     #[error("cannot start the admission webhook")]
     Webhook(#[source] crate::webhook::WebhookError),

@@ -62,8 +62,20 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         .map_err(|e| RunError::KubeConfig(Box::new(e)))?
         .with_layer(&crate::apimetrics::ApiMetricsLayer(api_metrics))
         .build();
+    let mut kinds = config.kinds.clone();
+    for resource in &config.workload_resources {
+        let kind =
+            api::resolve_kind(&client, resource)
+                .await
+                .map_err(|reason| RunError::WorkloadResource {
+                    resource: resource.clone(),
+                    reason,
+                })?;
+        tracing::info!(resource = %resource, kind = %kind, "managing a workload resource");
+        kinds.push(kind);
+    }
     let mut tracker =
-        Tracker::new(&config.kinds, config.namespaces.as_ref()).ignoring(config.namespaces_to_ignore.clone());
+        Tracker::new(&kinds, config.namespaces.as_ref()).ignoring(config.namespaces_to_ignore.clone());
     if let Some(options) = &config.reloader {
         tracker = tracker.with_reloader(options.clone());
     }

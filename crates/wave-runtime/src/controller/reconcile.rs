@@ -261,7 +261,8 @@ async fn plan_and_write(
 /// The workload as stored now; `None` if it is gone.
 pub(super) async fn reread(ctx: &Context, id: &WorkloadRef) -> Result<Option<Arc<Workload>>, ReconcileError> {
     match api::get_workload(&ctx.client, id).await {
-        Ok(fresh) => Ok(fresh.map(Arc::new)),
+        // As the tracker would see it (a Deployment an Argo Rollout takes its template from).
+        Ok(fresh) => Ok(fresh.map(|w| Arc::new(ctx.tracker().effective(&w).into_owned()))),
         Err(source) => Err(ReconcileError::GetWorkload {
             workload: id.clone(),
             source: Box::new(source),

@@ -204,6 +204,7 @@ fn to_workload(kind: WorkloadKind, object: DynamicObject) -> Workload {
         Ok(template) => {
             let mut w = Workload::from_parts(kind, object.metadata, template);
             w.progress = Progress::read(kind, &object.data);
+            w.template_from = wave_core::workload::template_from(kind, &object.data);
             w
         }
         Err(e) => {
