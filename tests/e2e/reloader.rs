@@ -353,3 +353,56 @@ async fn reloader_compatibility_can_be_turned_off() {
     wave.expect_writes(2, "a rollout of the wave workload only").await;
     assert_eq!(generation(&client, &ns, kind, "auto").await, 1);
 }
+
+#[tokio::test]
+async fn a_deployment_with_a_pause_period_is_paused_by_its_reload_and_resumed_after_it() {
+    let (client, ns) = setup("reloader-pause").await;
+    create_configmap(&client, &ns, "app", json!({"k": "v1"})).await;
+    let kind = WorkloadKind::DEPLOYMENT;
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "app"}}]}), json!({}));
+    let annotations = json!({AUTO: "true", "deployment.reloader.stakater.com/pause-period": "3s"});
+    create_workload(&client, &ns, kind, "paused", annotations, spec).await;
+    let wave = Wave::start(&[&ns], &[]).await;
+    wait_for("wave to check the workload", TIMEOUT, || async {
+        (wave.noops() >= 1).then_some(())
+    })
+    .await;
+    patch_configmap(&client, &ns, "app", json!({"data": {"k": "v2"}})).await;
+    let paused_at = wait_for("the reload to pause the Deployment", TIMEOUT, || async {
+        let d = workloads(&client, &ns, kind).get("paused").await.unwrap();
+        let at = d
+            .metadata
+            .annotations?
+            .get("deployment.reloader.stakater.com/paused-at")?
+            .clone();
+        (d.data.pointer("/spec/paused") == Some(&json!(true))).then_some(at)
+    })
+    .await;
+    assert!(
+        paused_at.parse::<k8s_openapi::jiff::Timestamp>().is_ok(),
+        "RFC 3339: {paused_at}"
+    );
+    let env = env_of(&client, &ns, kind, "paused", "app").await;
+    assert_eq!(
+        env,
+        [("STAKATER_APP_CONFIGMAP".to_string(), reloader_sha(&[("k", "v2")]))]
+    );
+    wait_for(
+        "the Deployment to resume after its pause period",
+        TIMEOUT,
+        || async {
+            let d = workloads(&client, &ns, kind).get("paused").await.unwrap();
+            // `paused: false` is the default, which the apiserver leaves out.
+            let resumed = d.data.pointer("/spec/paused") != Some(&json!(true))
+                && !d
+                    .metadata
+                    .annotations
+                    .unwrap_or_default()
+                    .contains_key("deployment.reloader.stakater.com/paused-at");
+            resumed.then_some(())
+        },
+    )
+    .await;
+    let events = events_for(&client, &ns, "paused").await;
+    assert!(events.iter().any(|(_, r, _)| r == "Resumed"), "{events:?}");
+}

@@ -112,8 +112,15 @@ pub mod reloader {
     pub const LAST_RELOADED_FROM: &str = "reloader.stakater.com/last-reloaded-from";
     /// The prefix of the env var that carries an object's SHA-1 (strategy `env-vars`).
     pub const ENV_PREFIX: &str = "STAKATER_";
+    /// On a Deployment: after a reload, pause it for this long (a Go duration), so that further changes
+    /// within the period roll out once, when it resumes.
+    pub const PAUSE_PERIOD: &str = "deployment.reloader.stakater.com/pause-period";
+    /// On a Deployment: when the reload paused it (RFC 3339), written with `spec.paused: true`.
+    pub const PAUSED_AT: &str = "deployment.reloader.stakater.com/paused-at";
     /// The Event reason Reloader gives a reload, kept so that alerts on it keep working.
     pub const RELOADED: &str = "Reloaded";
+    /// The Event reason of resuming a Deployment a reload paused.
+    pub const RESUMED: &str = "Resumed";
 }
 
 pub mod reason {

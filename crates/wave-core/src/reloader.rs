@@ -25,6 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{Container, PodSpec};
@@ -33,9 +34,11 @@ use serde_json::{Value, json};
 use sha1::{Digest as _, Sha1};
 
 use crate::hash::{Content, Fetched};
+use crate::kind::WorkloadKind;
 use crate::names::reloader as names;
 use crate::refs::{ConfigKey, ConfigKind};
 use crate::workload::{Workload, WorkloadRef};
+use jiff::Timestamp;
 
 /// How a reload is written (Reloader's `--reload-strategy`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -647,6 +650,76 @@ pub fn patch_body(workload: &Workload, marks: &[Mark]) -> Value {
     body
 }
 
+/// What `deployment.reloader.stakater.com/pause-period` asks of a Deployment now (Reloader's
+/// `pause_deployment.go`, level-triggered: the pause's start is the `paused-at` annotation, not a timer
+/// in memory, so it survives a restart).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pause {
+    /// Nothing: no pause period, or a pause that is not Reloader's (or wave's).
+    None,
+    /// Resume it now: `spec.paused: false`, `paused-at` removed.
+    ResumeNow,
+    /// Paused; resume it after this long.
+    ResumeAfter(Duration),
+}
+
+/// The pause period a Deployment asks for with each reload; `Err` names a value that is not a Go
+/// duration (the reload is then written without a pause).
+pub fn pause_period(workload: &Workload) -> Option<Result<Duration, String>> {
+    if workload.id.kind != WorkloadKind::DEPLOYMENT {
+        return None;
+    }
+    let value = workload.annotations.get(names::PAUSE_PERIOD)?;
+    Some(crate::duration::parse_go_duration(value).map_err(|e| {
+        format!(
+            "annotation {}: {value:?}: {e}; reloading without a pause",
+            names::PAUSE_PERIOD
+        )
+    }))
+}
+
+/// Whether a Deployment that a reload paused is due to resume, at `now`. A pause whose period
+/// annotation is gone or unreadable, or whose start cannot be read, resumes at once (Reloader would
+/// leave such a Deployment paused after a restart).
+pub fn pause(workload: &Workload, now: Timestamp) -> Pause {
+    let Some(at) = workload.annotations.get(names::PAUSED_AT) else {
+        return Pause::None;
+    };
+    if !workload.progress.paused {
+        return Pause::None;
+    }
+    let period = pause_period(workload).and_then(Result::ok);
+    let started = at.parse::<Timestamp>().ok();
+    match (period, started) {
+        (Some(period), Some(started)) => {
+            let elapsed = Duration::try_from(now.duration_since(started)).unwrap_or_default();
+            match period.checked_sub(elapsed).filter(|left| !left.is_zero()) {
+                Some(left) => Pause::ResumeAfter(left),
+                None => Pause::ResumeNow,
+            }
+        }
+        _ => Pause::ResumeNow,
+    }
+}
+
+/// The merge of a reload's patch that pauses the Deployment, as Reloader does: `spec.paused: true`
+/// and `paused-at` (RFC 3339, seconds). Nothing when it is paused already.
+pub fn add_pause(body: &mut Value, workload: &Workload, now: Timestamp) {
+    if workload.progress.paused {
+        return;
+    }
+    body["spec"]["paused"] = json!(true);
+    body["metadata"]["annotations"][names::PAUSED_AT] = json!(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+}
+
+/// The patch that resumes a Deployment a reload paused, guarded by its resourceVersion.
+pub fn resume_patch(workload: &Workload) -> Value {
+    json!({
+        "metadata": {"resourceVersion": workload.resource_version, "annotations": {(names::PAUSED_AT): null}},
+        "spec": {"paused": false},
+    })
+}
+
 /// For each workload opted in through Reloader's annotations, the SHA-1 of each target as wave last saw
 /// it (or wrote it): what a target the workload carries no mark for is compared with. In memory only; a
 /// restart starts from what the workloads carry (`docs/migrating-from-reloader.md`, "After a restart").
@@ -1059,5 +1132,71 @@ mod tests {
         let mut w = reloader_workload(&[(names::AUTO, "true")], json!({"containers": [{"name": "c"}]}));
         w.id.kind = WorkloadKind::CRON_JOB;
         assert!(selection(&w, &Options::default()).is_none());
+    }
+
+    fn paused_deployment(period: Option<&str>, paused_at: Option<&str>, paused: bool) -> Workload {
+        let mut annotations = vec![(names::AUTO, "true")];
+        annotations.extend(period.map(|p| (names::PAUSE_PERIOD, p)));
+        annotations.extend(paused_at.map(|p| (names::PAUSED_AT, p)));
+        let mut w = reloader_workload(&annotations, json!({"containers": [{"name": "c"}]}));
+        w.progress.paused = paused;
+        w
+    }
+
+    #[test]
+    fn a_reload_pauses_a_deployment_that_asks_and_it_resumes_when_the_period_is_over() {
+        let now: Timestamp = "2026-11-23T12:00:10Z".parse().unwrap();
+        let w = paused_deployment(Some("1m"), None, false);
+        let mut body = json!({});
+        add_pause(&mut body, &w, now);
+        assert_eq!(body["spec"]["paused"], json!(true));
+        assert_eq!(
+            body["metadata"]["annotations"][names::PAUSED_AT],
+            json!("2026-11-23T12:00:10Z")
+        );
+        assert_eq!(pause_period(&w), Some(Ok(Duration::from_secs(60))));
+
+        let paused = paused_deployment(Some("1m"), Some("2026-11-23T12:00:00Z"), true);
+        assert_eq!(pause(&paused, now), Pause::ResumeAfter(Duration::from_secs(50)));
+        let later: Timestamp = "2026-11-23T12:01:00Z".parse().unwrap();
+        assert_eq!(pause(&paused, later), Pause::ResumeNow);
+        let mut again = json!({});
+        add_pause(&mut again, &paused, now);
+        assert_eq!(again, json!({}), "already paused: the pause keeps its start");
+    }
+
+    #[test]
+    fn a_pause_that_is_not_a_reload_s_is_left_alone_and_a_broken_one_resumes() {
+        let now: Timestamp = "2026-11-23T12:00:10Z".parse().unwrap();
+        // Paused by someone else (no paused-at), or paused-at left on a running Deployment.
+        assert_eq!(
+            pause(&paused_deployment(Some("1m"), None, true), now),
+            Pause::None
+        );
+        assert_eq!(
+            pause(
+                &paused_deployment(Some("1m"), Some("2026-11-23T12:00:00Z"), false),
+                now
+            ),
+            Pause::None
+        );
+        // Its period removed or unreadable, or its start unreadable: it would stay paused for ever.
+        for (period, at) in [
+            (None, "2026-11-23T12:00:00Z"),
+            (Some("soon"), "2026-11-23T12:00:00Z"),
+            (Some("1m"), "noon"),
+        ] {
+            assert_eq!(
+                pause(&paused_deployment(period, Some(at), true), now),
+                Pause::ResumeNow
+            );
+        }
+        let bad = pause_period(&paused_deployment(Some("soon"), None, false))
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            bad.contains("\"soon\"") && bad.contains(names::PAUSE_PERIOD),
+            "{bad}"
+        );
     }
 }

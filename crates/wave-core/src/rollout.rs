@@ -44,6 +44,8 @@ pub struct Progress {
     pub updated_scheduled: i64,
     /// DaemonSet: `status.numberAvailable`.
     pub number_available: i64,
+    /// Deployment: `spec.paused`.
+    pub paused: bool,
 }
 
 impl Progress {
@@ -81,6 +83,7 @@ impl Progress {
             desired_scheduled: int("/status/desiredNumberScheduled").unwrap_or(0),
             updated_scheduled: int("/status/updatedNumberScheduled").unwrap_or(0),
             number_available: int("/status/numberAvailable").unwrap_or(0),
+            paused: body.pointer("/spec/paused").and_then(Value::as_bool) == Some(true),
         }
     }
 }

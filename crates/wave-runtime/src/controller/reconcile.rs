@@ -75,6 +75,9 @@ pub enum Outcome {
     HeldPodsDeleted,
     /// The workload's controller has not yet seen wave's last write: look again after this long.
     Waiting(Duration),
+    /// A reload paused the Deployment (`deployment.reloader.stakater.com/pause-period`): resume it after
+    /// this long.
+    Paused(Duration),
 }
 
 impl Outcome {
@@ -96,6 +99,7 @@ impl Outcome {
             Outcome::Restored => "restored",
             Outcome::HeldPodsDeleted => "held_pods_deleted",
             Outcome::Waiting(_) => "waiting",
+            Outcome::Paused(_) => "paused",
         }
     }
 }
@@ -625,6 +629,7 @@ fn retry_after(result: &Result<Outcome, ReconcileError>, failures: u32) -> Optio
         Ok(
             Outcome::RateLimited(wait)
             | Outcome::Waiting(wait)
+            | Outcome::Paused(wait)
             | Outcome::Coalesced(wait)
             | Outcome::HeldFlapping(wait),
         ) => Some(*wait),

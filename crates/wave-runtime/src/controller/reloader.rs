@@ -17,9 +17,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use wave_core::names::{action, reloader::RELOADED};
+use wave_core::names::{
+    action,
+    reloader::{RELOADED, RESUMED},
+};
 use wave_core::refs::{Keys, Reference, References};
-use wave_core::reloader::{self, Mark};
+use wave_core::reloader::{self, Mark, Pause};
 use wave_core::workload::Workload;
 
 use super::context::Context;
@@ -60,16 +63,48 @@ pub async fn reconcile(
         let refs = references(&targets);
         let fetched = ctx.content.resolve(&refs, &ctx.tracker).await?;
         let seen = ctx.reloader_seen().of(&id);
-        let observed_at = k8s_openapi::jiff::Timestamp::now().as_second();
-        let decision = reloader::plan(&workload, &targets, &fetched, &options, &seen, observed_at);
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let decision = reloader::plan(&workload, &targets, &fetched, &options, &seen, now.as_second());
+        let pause = reloader::pause(&workload, now);
+        if pause == Pause::ResumeNow {
+            let body = reloader::resume_patch(&workload);
+            match write_once(ctx, &workload, &body, PatchStyle::Merge).await? {
+                Some(Outcome::Written) => {
+                    tracing::info!(workload = %id, "pause period over; resumed");
+                    let note = "The pause period after a reload is over: resumed the Deployment.".to_string();
+                    ctx.events
+                        .publish(&workload, EventType::Normal, RESUMED, action::RELOAD, note)
+                        .await;
+                    // Its watch event brings it back, to write whatever changed during the pause.
+                    return Ok(Outcome::Written);
+                }
+                Some(outcome) => return Ok(outcome),
+                None => {
+                    let Some(fresh) = reread(ctx, &id).await? else {
+                        return Ok(Outcome::Gone);
+                    };
+                    workload = fresh;
+                    continue;
+                }
+            }
+        }
+        let paused = match pause {
+            Pause::ResumeAfter(left) => Outcome::Paused(left),
+            _ => Outcome::Noop,
+        };
         if decision.marks.is_empty() {
             ctx.reloader_seen().record(&id, decision.observed);
-            return Ok(Outcome::Noop);
+            return Ok(paused);
         }
         if let Some(outcome) = hold_back(ctx, &workload, &refs).await {
             return Ok(outcome);
         }
-        let body = reloader::patch_body(&workload, &decision.marks);
+        let mut body = reloader::patch_body(&workload, &decision.marks);
+        match reloader::pause_period(&workload) {
+            Some(Ok(_)) => reloader::add_pause(&mut body, &workload, now),
+            Some(Err(why)) => tracing::warn!(workload = %id, "{why}"),
+            None => {}
+        }
         match write_once(ctx, &workload, &body, PatchStyle::Strategic).await? {
             Some(Outcome::Written) => {
                 ctx.coalescer().record(&id, Instant::now());
