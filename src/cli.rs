@@ -497,6 +497,18 @@ pub struct RunArgs {
           value_parser = PossibleValuesParser::new(["configmaps", "secrets"]))]
     pub resources_to_ignore: Vec<String>,
 
+    /// Reloader's `--reload-on-create`: a ConfigMap or Secret created while wave runs reloads the
+    /// Reloader-annotated workloads it targets.
+    #[arg(long, env = "WAVE_RELOAD_ON_CREATE", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
+    pub reload_on_create: bool,
+
+    /// Reloader's `--reload-on-delete`: one deleted while wave runs reloads them too (its env var is
+    /// removed, or `last-reloaded-from` names it with the SHA-1 of no data).
+    #[arg(long, env = "WAVE_RELOAD_ON_DELETE", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
+    pub reload_on_delete: bool,
+
     /// Key the config hash: HMAC-SHA256 under the `hash-key` of this Secret (NAMESPACE/NAME), so no pod
     /// template carries a digest of a Secret that can be guessed offline. Changes every hash once.
     #[arg(long, env = "WAVE_HASH_KEY_SECRET", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
@@ -582,6 +594,8 @@ impl RunArgs {
                         _ => ConfigKind::ConfigMap,
                     })
                     .collect(),
+                reload_on_create: self.reload_on_create,
+                reload_on_delete: self.reload_on_delete,
             }),
             build: BUILD,
         }

@@ -406,3 +406,61 @@ async fn a_deployment_with_a_pause_period_is_paused_by_its_reload_and_resumed_af
     let events = events_for(&client, &ns, "paused").await;
     assert!(events.iter().any(|(_, r, _)| r == "Resumed"), "{events:?}");
 }
+
+#[tokio::test]
+async fn with_reload_on_create_and_delete_an_object_s_arrival_and_departure_reload_its_workloads() {
+    let (client, ns) = setup("reloader-lifecycle").await;
+    let kind = WorkloadKind::DEPLOYMENT;
+    let spec = pod_spec(
+        json!({"envFrom": [{"configMapRef": {"name": "late", "optional": true}}]}),
+        json!({}),
+    );
+    create_workload(&client, &ns, kind, "auto", json!({AUTO: "true"}), spec.clone()).await;
+    create_workload(
+        &client,
+        &ns,
+        kind,
+        "named",
+        json!({CONFIGMAP_RELOAD: "late"}),
+        spec,
+    )
+    .await;
+    let wave = Wave::start(&[&ns], &["--reload-on-create", "--reload-on-delete"]).await;
+    wait_for("wave to check both workloads", TIMEOUT, || async {
+        (wave.noops() >= 2).then_some(())
+    })
+    .await;
+    assert_eq!(wave.writes(), 0);
+
+    create_configmap(&client, &ns, "late", json!({"k": "v1"})).await;
+    let sha = reloader_sha(&[("k", "v1")]);
+    for name in ["auto", "named"] {
+        wait_for(
+            &format!("{name} reloaded for the new object"),
+            TIMEOUT,
+            || async {
+                let env = env_of(&client, &ns, kind, name, "app").await;
+                (env == [("STAKATER_LATE_CONFIGMAP".to_string(), sha.clone())]).then_some(())
+            },
+        )
+        .await;
+    }
+    wave.expect_writes(2, "one reload each on creation").await;
+
+    delete_configmap(&client, &ns, "late").await;
+    for name in ["auto", "named"] {
+        wait_for(
+            &format!("{name}'s env var removed with the object"),
+            TIMEOUT,
+            || async {
+                env_of(&client, &ns, kind, name, "app")
+                    .await
+                    .is_empty()
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+    wave.expect_writes(4, "one reload each on deletion, and nothing after")
+        .await;
+}

@@ -188,6 +188,8 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
             "reloader.reloadStrategy=annotations",
             "reloader.autoReloadAll=true",
             "reloader.resourcesToIgnore[0]=secrets",
+            "reloader.reloadOnCreate=true",
+            "reloader.reloadOnDelete=true",
         ],
         vec!["reloader.compat=false", "namespaceSelector=team in (a\\,b)"],
         vec![

@@ -88,6 +88,27 @@ pub struct Options {
     pub auto_reload_all: bool,
     /// `--resources-to-ignore`: the config kinds whose changes reload nothing.
     pub ignored_kinds: BTreeSet<ConfigKind>,
+    /// `--reload-on-create`: an object created while wave watched reloads the workloads it targets.
+    pub reload_on_create: bool,
+    /// `--reload-on-delete`: an object deleted while wave watched reloads them: its env var is removed,
+    /// or `last-reloaded-from` names it with the SHA-1 of no data.
+    pub reload_on_delete: bool,
+}
+
+/// The SHA-1 of an object with no data: what a deleted object counts as (Reloader's
+/// `GetSHAfromEmptyData`).
+pub const EMPTY_SHA: &str = "da39a3ee5e6b4b0d3255bfef95601890afd80709";
+
+/// How wave has seen an object come and go (for `--reload-on-create` and `--reload-on-delete`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// It exists, and was there when wave first listed, or wave does not track creations.
+    #[default]
+    Existing,
+    /// It was created after wave's first list.
+    Created,
+    /// It was deleted after wave's first list.
+    Deleted,
 }
 
 /// Reloader's name for a kind: the suffix of its env var and the `type` of `last-reloaded-from`.
@@ -444,15 +465,19 @@ pub struct Target {
     pub key: ConfigKey,
     /// The container whose env carries its SHA-1 (strategy `env-vars`), or that `containerRefs` names.
     pub container: String,
+    /// Whether it was created or deleted while wave watched.
+    pub lifecycle: Lifecycle,
 }
 
-/// An object that exists, as the tracker knows it (its metadata only).
+/// An object that exists, or was deleted while wave watched, as the tracker knows it (its metadata only).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Candidate {
     /// The object.
     pub key: ConfigKey,
-    /// It says `reloader.stakater.com/match: "true"`.
+    /// It says (or, deleted, said) `reloader.stakater.com/match: "true"`.
     pub matched: bool,
+    /// Whether it was created or deleted while wave watched.
+    pub lifecycle: Lifecycle,
 }
 
 /// The objects among `candidates` (objects of the workload's namespace that exist) whose changes reload
@@ -470,6 +495,7 @@ pub fn targets(workload: &Workload, selection: &Selection, candidates: &[Candida
             Some(Target {
                 key: c.key.clone(),
                 container,
+                lifecycle: c.lifecycle,
             })
         })
         .collect();
@@ -508,6 +534,13 @@ pub enum Mark {
         name: String,
         /// The object's SHA-1.
         value: String,
+    },
+    /// Remove env var `name` of container `container` (its object was deleted).
+    RemoveEnvVar {
+        /// The container.
+        container: String,
+        /// `STAKATER_<NAME>_<KIND>`.
+        name: String,
     },
     /// Set the pod-template annotation `last-reloaded-from` to this source.
     Annotation(ReloadSource),
@@ -566,15 +599,17 @@ pub fn plan(
     };
     let last = last_reloaded_from(workload);
     for target in targets {
-        let Some(content) = fetched.get(&target.key) else {
-            continue;
-        };
         let kind = target.key.kind;
-        let now = sha(kind, content);
+        let now = match (fetched.get(&target.key), target.lifecycle) {
+            (Some(content), _) if content.ignored || content.reloader_ignored => {
+                decision.observed.insert(target.key.clone(), sha(kind, content));
+                continue;
+            }
+            (Some(content), _) => sha(kind, content),
+            (None, Lifecycle::Deleted) if options.reload_on_delete => EMPTY_SHA.to_string(),
+            (None, _) => continue,
+        };
         decision.observed.insert(target.key.clone(), now.clone());
-        if content.ignored || content.reloader_ignored {
-            continue;
-        }
         let carried = match options.strategy {
             Strategy::EnvVars => env_value(spec, &target.container, &env_var_name(kind, &target.key.name)),
             Strategy::Annotations => last
@@ -582,7 +617,13 @@ pub fn plan(
                 .filter(|l| l.type_ == type_name(kind) && l.name == target.key.name)
                 .map(|l| l.hash.as_str()),
         };
-        let Some(before) = carried.or_else(|| seen.get(&target.key).map(String::as_str)) else {
+        // An object created while wave watched counts as having come from no data.
+        let created =
+            (target.lifecycle == Lifecycle::Created && options.reload_on_create).then_some(EMPTY_SHA);
+        let Some(before) = carried
+            .or_else(|| seen.get(&target.key).map(String::as_str))
+            .or(created)
+        else {
             continue;
         };
         if before == now {
@@ -590,6 +631,15 @@ pub fn plan(
         }
         decision.changed.push(target.key.clone());
         match options.strategy {
+            // Deleted: its env var goes, if the workload carries one.
+            Strategy::EnvVars if now == EMPTY_SHA && fetched.get(&target.key).is_none() => {
+                if carried.is_some() {
+                    decision.marks.push(Mark::RemoveEnvVar {
+                        container: target.container.clone(),
+                        name: env_var_name(kind, &target.key.name),
+                    });
+                }
+            }
             Strategy::EnvVars => decision.marks.push(Mark::EnvVar {
                 container: target.container.clone(),
                 name: env_var_name(kind, &target.key.name),
@@ -628,6 +678,11 @@ pub fn patch_body(workload: &Workload, marks: &[Mark]) -> Value {
                 .entry(container)
                 .or_default()
                 .push(json!({ "name": name, "value": value })),
+            // A strategic merge patch deletes a list item by its merge key.
+            Mark::RemoveEnvVar { container, name } => containers
+                .entry(container)
+                .or_default()
+                .push(json!({ "name": name, "$patch": "delete" })),
             Mark::Annotation(source) => {
                 // Go's encoding/json writes the struct's fields in order, compactly, as serde_json does.
                 let value = serde_json::to_string(source).unwrap_or_default();
@@ -780,6 +835,7 @@ mod tests {
             .map(|key| Candidate {
                 key: key.clone(),
                 matched: false,
+                lifecycle: Lifecycle::Existing,
             })
             .collect()
     }
@@ -889,11 +945,13 @@ mod tests {
             vec![
                 Target {
                     key: cm("env"),
-                    container: "b".into()
+                    container: "b".into(),
+                    lifecycle: Lifecycle::Existing,
                 },
                 Target {
                     key: cm("mounted"),
-                    container: "b".into()
+                    container: "b".into(),
+                    lifecycle: Lifecycle::Existing,
                 },
             ]
         );
@@ -933,14 +991,17 @@ mod tests {
             Candidate {
                 key: cm("marked"),
                 matched: true,
+                lifecycle: Lifecycle::Existing,
             },
             Candidate {
                 key: cm("unmarked"),
                 matched: false,
+                lifecycle: Lifecycle::Existing,
             },
             Candidate {
                 key: cm("skipped"),
                 matched: true,
+                lifecycle: Lifecycle::Existing,
             },
         ];
         let found = targets(&w, &sel, &all);
@@ -1198,5 +1259,98 @@ mod tests {
             bad.contains("\"soon\"") && bad.contains(names::PAUSE_PERIOD),
             "{bad}"
         );
+    }
+
+    fn lifecycle_plan(
+        w: &Workload,
+        lifecycle: Lifecycle,
+        data: Option<&str>,
+        strategy: Strategy,
+        seen: &BTreeMap<ConfigKey, String>,
+    ) -> Decision {
+        let target = Target {
+            key: cm("app"),
+            container: "c".into(),
+            lifecycle,
+        };
+        let fetched: Fetched = data
+            .map(|d| (cm("app"), Arc::new(content(&[("k", d)]))))
+            .into_iter()
+            .collect();
+        let options = Options {
+            strategy,
+            reload_on_create: true,
+            reload_on_delete: true,
+            ..Options::default()
+        };
+        plan(w, &[target], &fetched, &options, seen, 7)
+    }
+
+    #[test]
+    fn with_reload_on_create_an_object_created_while_watched_reloads_at_first_sight() {
+        let w = env_workload(None);
+        let d = lifecycle_plan(
+            &w,
+            Lifecycle::Created,
+            Some("v1"),
+            Strategy::EnvVars,
+            &BTreeMap::new(),
+        );
+        assert_eq!(d.marks.len(), 1, "created counts as a change from no data");
+        let d = lifecycle_plan(
+            &w,
+            Lifecycle::Existing,
+            Some("v1"),
+            Strategy::EnvVars,
+            &BTreeMap::new(),
+        );
+        assert!(d.marks.is_empty(), "there at the first list: only recorded");
+    }
+
+    #[test]
+    fn with_reload_on_delete_a_deleted_object_s_env_var_goes_or_the_annotation_names_it_with_no_data() {
+        let old = sha(ConfigKind::ConfigMap, &content(&[("k", "v1")]));
+        let d = lifecycle_plan(
+            &env_workload(Some(&old)),
+            Lifecycle::Deleted,
+            None,
+            Strategy::EnvVars,
+            &BTreeMap::new(),
+        );
+        assert_eq!(
+            d.marks,
+            vec![Mark::RemoveEnvVar {
+                container: "c".into(),
+                name: "STAKATER_APP_CONFIGMAP".into()
+            }]
+        );
+        let body = patch_body(&env_workload(Some(&old)), &d.marks);
+        assert_eq!(
+            body["spec"]["template"]["spec"]["containers"][0]["env"][0],
+            json!({"name": "STAKATER_APP_CONFIGMAP", "$patch": "delete"})
+        );
+        // Once it is gone from the workload, nothing more is written.
+        let d = lifecycle_plan(
+            &env_workload(None),
+            Lifecycle::Deleted,
+            None,
+            Strategy::EnvVars,
+            &d.observed,
+        );
+        assert!(d.marks.is_empty());
+
+        let seen = BTreeMap::from([(cm("app"), old)]);
+        let d = lifecycle_plan(
+            &env_workload(None),
+            Lifecycle::Deleted,
+            None,
+            Strategy::Annotations,
+            &seen,
+        );
+        let [Mark::Annotation(source)] = d.marks.as_slice() else {
+            panic!("one annotation: {:?}", d.marks)
+        };
+        assert_eq!(source.hash, EMPTY_SHA);
+        assert_eq!(EMPTY_SHA, sha(ConfigKind::ConfigMap, &Content::default()));
     }
 }

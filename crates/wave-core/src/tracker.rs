@@ -199,8 +199,14 @@ pub struct Tracker {
     /// Reloader compatibility (`--reloader-compat`): workloads opted in through Reloader's annotations
     /// are tracked too (`reloader`).
     reloader: Option<reloader::Options>,
-    /// Config objects marked `reloader.stakater.com/match`.
+    /// Config objects marked `reloader.stakater.com/match` (kept for a deleted one while it is in
+    /// `deleted`).
     matched: HashSet<ConfigKey>,
+    /// With `--reload-on-create`: config objects created after the first list.
+    created: HashSet<ConfigKey>,
+    /// With `--reload-on-delete`: config objects deleted after the first list that a workload
+    /// references or may find, until they are created again.
+    deleted: HashSet<ConfigKey>,
     /// Deployments that an opted-in Argo Rollout takes its pod template from, and that Rollout.
     adopters: HashMap<WorkloadRef, WorkloadRef>,
     /// Per namespace, the Reloader workloads whose selection may involve any object there (name
@@ -248,6 +254,8 @@ impl Tracker {
             ignored_namespaces: BTreeSet::new(),
             reloader: None,
             matched: HashSet::new(),
+            created: HashSet::new(),
+            deleted: HashSet::new(),
             scanning: HashMap::new(),
             adopters: HashMap::new(),
             namespace_selector: None,
@@ -319,31 +327,33 @@ impl Tracker {
         reloader::selection(workload, self.reloader.as_ref()?)
     }
 
-    /// The objects that exist and may reload `workload` under `needs`: those it references or names,
-    /// and, when it scans, every object of its namespace.
+    /// The objects that exist, or were deleted while wave watched, and may reload `workload` under
+    /// `needs`: those it references or names, and, when it scans, every object of its namespace.
     pub fn reloader_candidates(
         &self,
         workload: &Workload,
         needs: &reloader::Needs,
     ) -> Vec<reloader::Candidate> {
-        let candidate = |key: &ConfigKey| reloader::Candidate {
-            key: key.clone(),
-            matched: self.matched.contains(key),
+        let candidate = |key: &ConfigKey| {
+            let lifecycle = if self.deleted.contains(key) {
+                reloader::Lifecycle::Deleted
+            } else if self.created.contains(key) {
+                reloader::Lifecycle::Created
+            } else {
+                reloader::Lifecycle::Existing
+            };
+            reloader::Candidate {
+                key: key.clone(),
+                matched: self.matched.contains(key),
+                lifecycle,
+            }
         };
+        let ns = &workload.id.namespace;
+        let known = self.configs.keys().chain(&self.deleted);
         if needs.scan {
-            let ns = &workload.id.namespace;
-            self.configs
-                .keys()
-                .filter(|k| &k.namespace == ns)
-                .map(candidate)
-                .collect()
+            known.filter(|k| &k.namespace == ns).map(candidate).collect()
         } else {
-            needs
-                .keys
-                .iter()
-                .filter(|k| self.configs.contains_key(*k))
-                .map(candidate)
-                .collect()
+            known.filter(|k| needs.keys.contains(*k)).map(candidate).collect()
         }
     }
 
@@ -642,6 +652,12 @@ impl Tracker {
 
     fn upsert_config(&mut self, meta: ConfigMeta, fx: &mut Effects) {
         let changed = self.configs.get(&meta.key) != Some(&meta.version);
+        let reloader = self.reloader.as_ref();
+        if self.ready && !self.configs.contains_key(&meta.key) && reloader.is_some_and(|o| o.reload_on_create)
+        {
+            self.created.insert(meta.key.clone());
+        }
+        self.deleted.remove(&meta.key);
         let was_ignored = self.ignored.contains(&meta.key);
         // An ignored object wakes nobody, except when it becomes ignored (it leaves the hash).
         if changed && !(meta.ignored && was_ignored) {
@@ -667,7 +683,13 @@ impl Tracker {
         }
         self.set_owners(key, Vec::new());
         self.ignored.remove(key);
-        self.matched.remove(key);
+        self.created.remove(key);
+        let wanted = self.index.is_referenced(key) || self.scanning.contains_key(&key.namespace);
+        if self.ready && wanted && self.reloader.as_ref().is_some_and(|o| o.reload_on_delete) {
+            self.deleted.insert(key.clone());
+        } else {
+            self.matched.remove(key);
+        }
         fx.evict.push(key.clone());
     }
 
