@@ -503,6 +503,12 @@ pub struct RunArgs {
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub reload_on_create: bool,
 
+    /// Reloader's `--resource-label-selector`: only ConfigMaps and Secrets whose labels this selector
+    /// selects reload Reloader-annotated workloads (`kubectl -l` syntax, or Reloader's `key:value`).
+    #[arg(long, env = "WAVE_RESOURCE_LABEL_SELECTOR", value_name = "SELECTOR",
+          value_parser = wave_core::selector::LabelSelector::parse)]
+    pub resource_label_selector: Option<wave_core::selector::LabelSelector>,
+
     /// Reloader's `--reload-on-delete`: one deleted while wave runs reloads them too (its env var is
     /// removed, or `last-reloaded-from` names it with the SHA-1 of no data).
     #[arg(long, env = "WAVE_RELOAD_ON_DELETE", num_args = 0..=1, require_equals = true,
@@ -595,6 +601,7 @@ impl RunArgs {
                     })
                     .collect(),
                 reload_on_create: self.reload_on_create,
+                resource_selector: self.resource_label_selector.clone(),
                 reload_on_delete: self.reload_on_delete,
             }),
             build: BUILD,

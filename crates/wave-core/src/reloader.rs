@@ -88,6 +88,8 @@ pub struct Options {
     pub auto_reload_all: bool,
     /// `--resources-to-ignore`: the config kinds whose changes reload nothing.
     pub ignored_kinds: BTreeSet<ConfigKind>,
+    /// `--resource-label-selector`: only ConfigMaps and Secrets whose labels it selects reload anything.
+    pub resource_selector: Option<crate::selector::LabelSelector>,
     /// `--reload-on-create`: an object created while wave watched reloads the workloads it targets.
     pub reload_on_create: bool,
     /// `--reload-on-delete`: an object deleted while wave watched reloads them: its env var is removed,

@@ -140,6 +140,8 @@ pub struct ConfigMeta {
     /// It says `reloader.stakater.com/match: "true"`: workloads that say `reloader.stakater.com/search`
     /// reload on its changes (`reloader`).
     pub reloader_match: bool,
+    /// Its labels, for Reloader's `--resource-label-selector` (not kept).
+    pub labels: BTreeMap<String, String>,
 }
 
 /// A namespace's name and labels, for `--namespace-selector`.
@@ -202,6 +204,9 @@ pub struct Tracker {
     /// Config objects marked `reloader.stakater.com/match` (kept for a deleted one while it is in
     /// `deleted`).
     matched: HashSet<ConfigKey>,
+    /// With `--resource-label-selector`: config objects its selector does not select, which Reloader's
+    /// annotations never see.
+    unselected: HashSet<ConfigKey>,
     /// With `--reload-on-create`: config objects created after the first list.
     created: HashSet<ConfigKey>,
     /// With `--reload-on-delete`: config objects deleted after the first list that a workload
@@ -256,6 +261,7 @@ impl Tracker {
             matched: HashSet::new(),
             created: HashSet::new(),
             deleted: HashSet::new(),
+            unselected: HashSet::new(),
             scanning: HashMap::new(),
             adopters: HashMap::new(),
             namespace_selector: None,
@@ -349,7 +355,11 @@ impl Tracker {
             }
         };
         let ns = &workload.id.namespace;
-        let known = self.configs.keys().chain(&self.deleted);
+        let known = self
+            .configs
+            .keys()
+            .chain(&self.deleted)
+            .filter(|k| !self.unselected.contains(*k));
         if needs.scan {
             known.filter(|k| &k.namespace == ns).map(candidate).collect()
         } else {
@@ -658,6 +668,14 @@ impl Tracker {
             self.created.insert(meta.key.clone());
         }
         self.deleted.remove(&meta.key);
+        match reloader.and_then(|o| o.resource_selector.as_ref()) {
+            Some(selector) if !selector.matches(&meta.labels) => {
+                self.unselected.insert(meta.key.clone());
+            }
+            _ => {
+                self.unselected.remove(&meta.key);
+            }
+        }
         let was_ignored = self.ignored.contains(&meta.key);
         // An ignored object wakes nobody, except when it becomes ignored (it leaves the hash).
         if changed && !(meta.ignored && was_ignored) {
@@ -684,6 +702,7 @@ impl Tracker {
         self.set_owners(key, Vec::new());
         self.ignored.remove(key);
         self.created.remove(key);
+        self.unselected.remove(key);
         let wanted = self.index.is_referenced(key) || self.scanning.contains_key(&key.namespace);
         if self.ready && wanted && self.reloader.as_ref().is_some_and(|o| o.reload_on_delete) {
             self.deleted.insert(key.clone());
@@ -807,6 +826,7 @@ mod tests {
             owners: Vec::new(),
             ignored: false,
             reloader_match: false,
+            labels: BTreeMap::new(),
         }
     }
 
@@ -1055,6 +1075,7 @@ mod tests {
             owners: Vec::new(),
             ignored: false,
             reloader_match: false,
+            labels: BTreeMap::new(),
         };
         t.apply(Change::Config(scope_b.clone(), Event::Apply(meta("b"))));
         t.apply(Change::Config(scope_a.clone(), Event::Init));
@@ -1226,5 +1247,27 @@ mod tests {
             Event::Apply(cm_meta("extra", "2")),
         ));
         assert!(fx.enqueue.is_empty());
+    }
+
+    #[test]
+    fn a_resource_label_selector_hides_unselected_config_from_reloader_workloads() {
+        let spec = json!({"containers": [{"name": "c", "envFrom": [
+            {"configMapRef": {"name": "picked"}}, {"configMapRef": {"name": "other"}}]}]});
+        let w = reloader_workload("r", (names::reloader::AUTO, "true"), spec);
+        let options = reloader::Options {
+            resource_selector: Some(LabelSelector::parse("reload=yes").unwrap()),
+            ..reloader::Options::default()
+        };
+        let mut picked = cm_meta("picked", "1");
+        picked.labels.insert("reload".into(), "yes".into());
+        let on = Tracker::new(&WorkloadKind::BUILT_IN, None).with_reloader(options);
+        let (t, _) = synced_from(on, vec![w.clone()], vec![picked, cm_meta("other", "1")]);
+        let needs = t.reloader_selection(&w).unwrap().needs(&w);
+        let found: Vec<String> = t
+            .reloader_candidates(&w, &needs)
+            .into_iter()
+            .map(|c| c.key.name)
+            .collect();
+        assert_eq!(found, ["picked"]);
     }
 }

@@ -240,6 +240,7 @@ fn config_change<K>(kind: ConfigKind) -> impl Fn(Scope, Event<PartialObjectMeta<
                     },
                     ignored,
                     reloader_match,
+                    labels: meta.labels.clone().unwrap_or_default(),
                     owners: meta
                         .owner_references
                         .unwrap_or_default()
