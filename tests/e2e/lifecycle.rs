@@ -537,6 +537,12 @@ async fn argo_rollouts_and_a_custom_workload_resource_get_their_templates_hashed
                  "workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}});
     let (ok, out) = kubectl_stdin(&["apply", "-n", &ns, "-f", "-"], &by_ref.to_string());
     assert!(ok, "{out}");
+    // Rollouts opted in through Reloader's annotations: the env var, or a restart.
+    let reloaded = json!({"reloader.stakater.com/auto": "true"});
+    create_workload(&client, &ns, rollout, "reloaded", reloaded, spec.clone()).await;
+    let restarted =
+        json!({"reloader.stakater.com/auto": "true", "reloader.stakater.com/rollout-strategy": "restart"});
+    create_workload(&client, &ns, rollout, "restarted", restarted, spec.clone()).await;
     let wave = Wave::start(
         &[&ns],
         &[
@@ -565,7 +571,34 @@ async fn argo_rollouts_and_a_custom_workload_resource_get_their_templates_hashed
     })
     .await;
     wait_hash_change(&client, &ns, deployment, "web", Some(&web_first)).await;
-    wave.expect_writes(6, "one rollout each").await;
+    let api = workloads(&client, &ns, rollout);
+    wait_for("the Reloader-annotated Rollout's env var", TIMEOUT, || async {
+        let r = api.get("reloaded").await.unwrap();
+        let env = r
+            .data
+            .pointer("/spec/template/spec/containers/0/env/0/name")?
+            .clone();
+        (env == "STAKATER_CFG_CONFIGMAP").then_some(())
+    })
+    .await;
+    wait_for(
+        "the restart of the Rollout with rollout-strategy restart",
+        TIMEOUT,
+        || async {
+            let r = api.get("restarted").await.unwrap();
+            r.data.pointer("/spec/restartAt").map(drop)
+        },
+    )
+    .await;
+    let restarted = api.get("restarted").await.unwrap();
+    assert!(
+        restarted
+            .data
+            .pointer("/spec/template/spec/containers/0/env")
+            .is_none(),
+        "a restart leaves the template alone"
+    );
+    wave.expect_writes(8, "one rollout each").await;
 }
 
 #[tokio::test]

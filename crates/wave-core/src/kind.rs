@@ -34,8 +34,8 @@ pub struct KindInfo {
     pub replaces_held_pods: bool,
     /// Whether changing the template starts a rollout that wave can follow in the kind's status (the
     /// `apps/v1` kinds). A CronJob's has none: its next Job simply runs with the new template. Argo
-    /// Rollouts and custom resources roll in their own ways, which wave does not read: pacing, config
-    /// history and Reloader's annotations are for the kinds that do.
+    /// Rollouts and custom resources roll in their own ways, which wave does not read: pacing and config
+    /// history are for the kinds that do.
     pub rolls_out: bool,
     /// Position in listings (lower first).
     pub rank: u8,

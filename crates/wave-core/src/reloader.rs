@@ -308,7 +308,8 @@ fn annotation_keys(kind: ConfigKind) -> (&'static str, &'static str, &'static st
 /// are read from the workload's metadata if it has any of that kind's (`reload`, `auto`, the kind's
 /// `auto`, `search`), else from its pod template's; `exclude` only from the metadata.
 pub fn selection(workload: &Workload, options: &Options) -> Option<Selection> {
-    if workload.is_opted_in() || !workload.id.kind.info().rolls_out {
+    let kind = workload.id.kind;
+    if workload.is_opted_in() || !(kind.info().rolls_out || kind == WorkloadKind::ROLLOUT) {
         return None;
     }
     let empty = BTreeMap::new();
@@ -662,6 +663,81 @@ pub fn plan(
         }
     }
     decision
+}
+
+/// How a reload's patch is applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchKind {
+    /// Strategic merge patch: the `apps/v1` kinds.
+    StrategicMerge,
+    /// JSON merge patch: Argo Rollouts, whose API (a custom resource) takes no strategic merge patch.
+    Merge,
+}
+
+/// With `reloader.stakater.com/rollout-strategy: restart`, a reload of an Argo Rollout sets
+/// `spec.restartAt` (its pods restart, the template is left alone) instead of writing the mark.
+pub const ROLLOUT_STRATEGY: &str = "reloader.stakater.com/rollout-strategy";
+
+/// The patch writing `marks` to `workload`, as Reloader would leave it, guarded by the observed
+/// `resourceVersion` like every wave write. For the `apps/v1` kinds a strategic merge patch: env vars
+/// merge by name into their container's list (appended when new). For an Argo Rollout, which Reloader
+/// updates whole: its containers with the marks applied, or, under `rollout-strategy: restart`,
+/// `spec.restartAt` at `now`.
+pub fn reload_patch(workload: &Workload, marks: &[Mark], now: Timestamp) -> (Value, PatchKind) {
+    if workload.id.kind != WorkloadKind::ROLLOUT {
+        return (patch_body(workload, marks), PatchKind::StrategicMerge);
+    }
+    let mut body = json!({ "metadata": { "resourceVersion": workload.resource_version } });
+    if workload.annotations.get(ROLLOUT_STRATEGY).map(String::as_str) == Some("restart") {
+        body["spec"]["restartAt"] = json!(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+        return (body, PatchKind::Merge);
+    }
+    let mut containers = workload
+        .template
+        .spec
+        .as_ref()
+        .map(|s| s.containers.clone())
+        .unwrap_or_default();
+    for mark in marks {
+        match mark {
+            Mark::EnvVar {
+                container,
+                name,
+                value,
+            } => {
+                if let Some(c) = containers.iter_mut().find(|c| &c.name == container) {
+                    let env = c.env.get_or_insert_with(Vec::new);
+                    match env.iter_mut().find(|e| &e.name == name) {
+                        Some(e) => e.value = Some(value.clone()),
+                        None => env.push(k8s_openapi::api::core::v1::EnvVar {
+                            name: name.clone(),
+                            value: Some(value.clone()),
+                            ..Default::default()
+                        }),
+                    }
+                }
+            }
+            Mark::RemoveEnvVar { container, name } => {
+                if let Some(env) = containers
+                    .iter_mut()
+                    .find(|c| &c.name == container)
+                    .and_then(|c| c.env.as_mut())
+                {
+                    env.retain(|e| &e.name != name);
+                }
+            }
+            Mark::Annotation(source) => {
+                let value = serde_json::to_string(source).unwrap_or_default();
+                body["spec"]["template"]["metadata"]["annotations"][names::LAST_RELOADED_FROM] = json!(value);
+            }
+        }
+    }
+    if marks.iter().any(|m| !matches!(m, Mark::Annotation(_))) {
+        // A merge patch replaces a list whole.
+        body["spec"]["template"]["spec"]["containers"] =
+            serde_json::to_value(&containers).unwrap_or_default();
+    }
+    (body, PatchKind::Merge)
 }
 
 /// The strategic merge patch writing `marks` (what Reloader sends), guarded by the observed
@@ -1354,5 +1430,39 @@ mod tests {
         };
         assert_eq!(source.hash, EMPTY_SHA);
         assert_eq!(EMPTY_SHA, sha(ConfigKind::ConfigMap, &Content::default()));
+    }
+
+    #[test]
+    fn an_argo_rollout_gets_its_containers_whole_or_a_restart() {
+        let now: Timestamp = "2026-11-23T12:00:00Z".parse().unwrap();
+        let mut w = env_workload(Some("old"));
+        w.id.kind = WorkloadKind::ROLLOUT;
+        assert!(
+            selection(&w, &Options::default()).is_some(),
+            "Reloader's annotations work on Rollouts"
+        );
+        let mark = Mark::EnvVar {
+            container: "c".into(),
+            name: "STAKATER_APP_CONFIGMAP".into(),
+            value: "new".into(),
+        };
+        let (body, kind) = reload_patch(&w, std::slice::from_ref(&mark), now);
+        assert_eq!(kind, PatchKind::Merge);
+        let containers = &body["spec"]["template"]["spec"]["containers"];
+        assert_eq!(containers[0]["name"], "c");
+        assert_eq!(
+            containers[0]["env"],
+            json!([{"name": "STAKATER_APP_CONFIGMAP", "value": "new"}])
+        );
+        assert_eq!(
+            containers[0]["envFrom"],
+            json!([{"configMapRef": {"name": "app"}}]),
+            "the rest kept"
+        );
+
+        w.annotations.insert(ROLLOUT_STRATEGY.into(), "restart".into());
+        let (body, _) = reload_patch(&w, &[mark], now);
+        assert_eq!(body["spec"], json!({"restartAt": "2026-11-23T12:00:00Z"}));
+        assert_eq!(body["metadata"]["resourceVersion"], json!("1"));
     }
 }

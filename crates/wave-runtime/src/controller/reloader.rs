@@ -99,13 +99,17 @@ pub async fn reconcile(
         if let Some(outcome) = hold_back(ctx, &workload, &refs).await {
             return Ok(outcome);
         }
-        let mut body = reloader::patch_body(&workload, &decision.marks);
+        let (mut body, kind) = reloader::reload_patch(&workload, &decision.marks, now);
+        let style = match kind {
+            reloader::PatchKind::StrategicMerge => PatchStyle::Strategic,
+            reloader::PatchKind::Merge => PatchStyle::Merge,
+        };
         match reloader::pause_period(&workload) {
             Some(Ok(_)) => reloader::add_pause(&mut body, &workload, now),
             Some(Err(why)) => tracing::warn!(workload = %id, "{why}"),
             None => {}
         }
-        match write_once(ctx, &workload, &body, PatchStyle::Strategic).await? {
+        match write_once(ctx, &workload, &body, style).await? {
             Some(Outcome::Written) => {
                 ctx.coalescer().record(&id, Instant::now());
                 after_write(ctx, &workload, &decision, triggered).await;
@@ -161,7 +165,13 @@ async fn after_write(
             .observe(t.elapsed().as_secs_f64());
     }
     let changed: Vec<String> = decision.changed.iter().map(ToString::to_string).collect();
+    let restart = workload
+        .annotations
+        .get(reloader::ROLLOUT_STRATEGY)
+        .map(String::as_str)
+        == Some("restart");
     let how = match decision.marks.first() {
+        _ if restart && workload.id.kind == wave_core::workload::WorkloadKind::ROLLOUT => "spec.restartAt",
         Some(Mark::Annotation(_)) => "the pod-template annotation reloader.stakater.com/last-reloaded-from",
         _ => "the STAKATER_* env vars",
     };
