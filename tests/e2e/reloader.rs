@@ -287,6 +287,25 @@ async fn under_the_annotations_strategy_the_pod_template_says_what_it_was_last_r
             );
         }
     }
+    // Named objects and search/match, under this strategy too: each change names its object.
+    for (object, kind_name, case, change) in [
+        ("flags", "CONFIGMAP", "named", json!({"data": {"f": "on"}})),
+        ("matched", "SECRET", "search", json!({"stringData": {"t": "b"}})),
+    ] {
+        if kind_name == "CONFIGMAP" {
+            patch_configmap(&client, &ns, object, change).await;
+        } else {
+            patch_secret(&client, &ns, object, change).await;
+        }
+        for kind in WorkloadKind::BUILT_IN {
+            let name = format!("{}-{case}", name(kind));
+            wait_for(&format!("{name} reloaded for {object}"), TIMEOUT, || async {
+                let source = last_reloaded_from(&client, &ns, kind, &name).await?;
+                (source["name"] == object && source["type"] == kind_name).then_some(())
+            })
+            .await;
+        }
+    }
 }
 
 #[tokio::test]
