@@ -483,3 +483,70 @@ async fn with_reload_on_create_and_delete_an_object_s_arrival_and_departure_relo
     wave.expect_writes(4, "one reload each on deletion, and nothing after")
         .await;
 }
+
+#[tokio::test]
+async fn a_reloader_annotated_cron_job_starts_a_job_carrying_the_mark_as_reloader_does() {
+    let (client, ns) = setup("reloader-cron").await;
+    create_configmap(&client, &ns, "app", json!({"k": "v1"})).await;
+    let kind = WorkloadKind::CRON_JOB;
+    let spec = pod_spec(
+        json!({"envFrom": [{"configMapRef": {"name": "app"}}]}),
+        json!({"restartPolicy": "Never"}),
+    );
+    let cron_job = json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "nightly", "annotations": {AUTO: "true"}},
+        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {"spec": spec}}}}});
+    workloads(&client, &ns, kind)
+        .create(&Default::default(), &serde_json::from_value(cron_job).unwrap())
+        .await
+        .unwrap();
+    let wave = Wave::start(&[&ns], &["--cronjobs"]).await;
+    wait_for("wave to check the CronJob", TIMEOUT, || async {
+        (wave.noops() >= 1).then_some(())
+    })
+    .await;
+    patch_configmap(&client, &ns, "app", json!({"data": {"k": "v2"}})).await;
+    let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> = kube::Api::namespaced(client.clone(), &ns);
+    let job = wait_for("a Job started from the CronJob", TIMEOUT, || async {
+        jobs.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .next()
+    })
+    .await;
+    let meta = &job.metadata;
+    assert!(meta.name.as_deref().unwrap_or_default().starts_with("nightly-"));
+    assert_eq!(
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get("cronjob.kubernetes.io/instantiate"))
+            .map(String::as_str),
+        Some("manual")
+    );
+    let owner = &meta.owner_references.as_ref().expect("owned")[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        ("CronJob", "nightly", Some(true))
+    );
+    let env = job.spec.unwrap().template.spec.unwrap().containers[0]
+        .env
+        .clone()
+        .unwrap_or_default();
+    assert_eq!(env.len(), 1);
+    assert_eq!(
+        (env[0].name.as_str(), env[0].value.as_deref()),
+        (
+            "STAKATER_APP_CONFIGMAP",
+            Some(reloader_sha(&[("k", "v2")]).as_str())
+        )
+    );
+    wave.expect_writes(1, "one Job").await;
+    let cron = workloads(&client, &ns, kind).get("nightly").await.unwrap();
+    assert_eq!(
+        cron.metadata.generation,
+        Some(1),
+        "the CronJob itself is not changed"
+    );
+}

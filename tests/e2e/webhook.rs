@@ -582,12 +582,15 @@ async fn a_dry_run_is_mutated_but_produces_no_event() {
     assert!(events_for(&client, &ns, "dry-hashed").await.is_empty());
     // The same creates for real do produce them: the check can fail.
     create_deployment(&client, &ns, "real-gated", uses_cm("absent"), false).await;
-    assert!(
+    // Waited for, not read on sight: the Event's create may still be in flight on a busy apiserver.
+    wait_for("the real create's SchedulingDisabled Event", TIMEOUT, || async {
         events_for(&client, &ns, "real-gated")
             .await
             .iter()
             .any(|(_, r, _)| r == "SchedulingDisabled")
-    );
+            .then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -72,6 +72,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [batch]
   resources: [cronjobs]
   verbs: [get, list, watch, patch]
+{{- if .Values.reloader.compat }}
+# A CronJob opted in through Reloader's annotations reloads by starting a Job, as Reloader does.
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [create]
+{{- end }}
 {{- end }}
 {{- if .Values.argoRollouts.enabled }}
 - apiGroups: [argoproj.io]

@@ -309,7 +309,8 @@ fn annotation_keys(kind: ConfigKind) -> (&'static str, &'static str, &'static st
 /// `auto`, `search`), else from its pod template's; `exclude` only from the metadata.
 pub fn selection(workload: &Workload, options: &Options) -> Option<Selection> {
     let kind = workload.id.kind;
-    if workload.is_opted_in() || !(kind.info().rolls_out || kind == WorkloadKind::ROLLOUT) {
+    let reloadable = kind.info().rolls_out || kind == WorkloadKind::ROLLOUT || kind == WorkloadKind::CRON_JOB;
+    if workload.is_opted_in() || !reloadable {
         return None;
     }
     let empty = BTreeMap::new();
@@ -739,6 +740,86 @@ pub fn reload_patch(workload: &Workload, marks: &[Mark], now: Timestamp) -> (Val
     }
     (body, PatchKind::Merge)
 }
+
+/// The Job Reloader creates for a CronJob whose config changed, instead of patching it: the CronJob's
+/// `jobTemplate` with the marks applied to its pod template, named after the CronJob, owned by it, and
+/// marked as started by hand (`cronjob.kubernetes.io/instantiate: manual`), as `kubectl create job
+/// --from=cronjob/…` does. `cron_job` is the CronJob object.
+pub fn job_from_cron_job(cron_job: &Value, workload: &Workload, marks: &[Mark]) -> Value {
+    let job_template = cron_job.pointer("/spec/jobTemplate").cloned().unwrap_or_default();
+    let mut template = workload.template.as_ref().clone();
+    for mark in marks {
+        match mark {
+            Mark::EnvVar {
+                container,
+                name,
+                value,
+            } => {
+                let spec = template.spec.get_or_insert_with(Default::default);
+                if let Some(c) = spec.containers.iter_mut().find(|c| &c.name == container) {
+                    let env = c.env.get_or_insert_with(Vec::new);
+                    match env.iter_mut().find(|e| &e.name == name) {
+                        Some(e) => e.value = Some(value.clone()),
+                        None => env.push(k8s_openapi::api::core::v1::EnvVar {
+                            name: name.clone(),
+                            value: Some(value.clone()),
+                            ..Default::default()
+                        }),
+                    }
+                }
+            }
+            Mark::RemoveEnvVar { container, name } => {
+                if let Some(env) = template
+                    .spec
+                    .as_mut()
+                    .and_then(|s| s.containers.iter_mut().find(|c| &c.name == container))
+                    .and_then(|c| c.env.as_mut())
+                {
+                    env.retain(|e| &e.name != name);
+                }
+            }
+            Mark::Annotation(source) => {
+                let value = serde_json::to_string(source).unwrap_or_default();
+                template
+                    .metadata
+                    .get_or_insert_with(Default::default)
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(names::LAST_RELOADED_FROM.to_string(), value);
+            }
+        }
+    }
+    let mut spec = job_template.get("spec").cloned().unwrap_or_else(|| json!({}));
+    spec["template"] = serde_json::to_value(&template).unwrap_or_default();
+    let mut annotations = json!({ CRONJOB_INSTANTIATE: "manual" });
+    if let Some(Value::Object(more)) = job_template.pointer("/metadata/annotations") {
+        for (k, v) in more {
+            annotations[k] = v.clone();
+        }
+    }
+    let labels = job_template
+        .pointer("/metadata/labels")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "generateName": format!("{}-", workload.id.name),
+            "namespace": workload.id.namespace,
+            "annotations": annotations,
+            "labels": labels,
+            "ownerReferences": [{
+                "apiVersion": "batch/v1", "kind": "CronJob", "name": workload.id.name, "uid": workload.uid,
+                "controller": true, "blockOwnerDeletion": true,
+            }],
+        },
+        "spec": spec,
+    })
+}
+
+/// The annotation of a Job started by hand from a CronJob.
+pub const CRONJOB_INSTANTIATE: &str = "cronjob.kubernetes.io/instantiate";
 
 /// The strategic merge patch writing `marks` (what Reloader sends), guarded by the observed
 /// `resourceVersion` like every wave write. Env vars merge by name into their container's list (appended
@@ -1266,13 +1347,6 @@ mod tests {
         assert_eq!(d.observed.len(), 1);
     }
 
-    #[test]
-    fn cron_jobs_are_left_to_wave_s_own_annotation() {
-        let mut w = reloader_workload(&[(names::AUTO, "true")], json!({"containers": [{"name": "c"}]}));
-        w.id.kind = WorkloadKind::CRON_JOB;
-        assert!(selection(&w, &Options::default()).is_none());
-    }
-
     fn paused_deployment(period: Option<&str>, paused_at: Option<&str>, paused: bool) -> Workload {
         let mut annotations = vec![(names::AUTO, "true")];
         annotations.extend(period.map(|p| (names::PAUSE_PERIOD, p)));
@@ -1464,5 +1538,34 @@ mod tests {
         let (body, _) = reload_patch(&w, &[mark], now);
         assert_eq!(body["spec"], json!({"restartAt": "2026-11-23T12:00:00Z"}));
         assert_eq!(body["metadata"]["resourceVersion"], json!("1"));
+    }
+
+    #[test]
+    fn a_cron_job_s_reload_is_a_job_from_its_template_with_the_mark() {
+        let mut w = env_workload(None);
+        w.id.kind = WorkloadKind::CRON_JOB;
+        w.uid = "cj-uid".into();
+        assert!(selection(&w, &Options::default()).is_some());
+        let cron_job = json!({"spec": {"schedule": "@daily", "jobTemplate": {
+            "metadata": {"labels": {"team": "a"}, "annotations": {"note": "x"}},
+            "spec": {"backoffLimit": 2, "template": {}}}}});
+        let mark = Mark::EnvVar {
+            container: "c".into(),
+            name: "STAKATER_APP_CONFIGMAP".into(),
+            value: "sha".into(),
+        };
+        let job = job_from_cron_job(&cron_job, &w, &[mark]);
+        assert_eq!(job["metadata"]["generateName"], "web-");
+        assert_eq!(
+            job["metadata"]["annotations"],
+            json!({CRONJOB_INSTANTIATE: "manual", "note": "x"})
+        );
+        assert_eq!(job["metadata"]["labels"], json!({"team": "a"}));
+        assert_eq!(job["metadata"]["ownerReferences"][0]["uid"], "cj-uid");
+        assert_eq!(job["spec"]["backoffLimit"], 2);
+        assert_eq!(
+            job["spec"]["template"]["spec"]["containers"][0]["env"],
+            json!([{"name": "STAKATER_APP_CONFIGMAP", "value": "sha"}])
+        );
     }
 }

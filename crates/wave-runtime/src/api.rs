@@ -80,6 +80,24 @@ pub async fn resolve_kind(client: &Client, resource: &ResourceSpec) -> Result<Wo
     }
 }
 
+/// Creates a Job (a reload of a CronJob opted in through Reloader's annotations).
+pub async fn create_job(
+    client: &Client,
+    namespace: &str,
+    job: &serde_json::Value,
+) -> Result<(), kube::Error> {
+    let job: k8s_openapi::api::batch::v1::Job =
+        serde_json::from_value(job.clone()).map_err(kube::Error::SerdeError)?;
+    let params = PostParams {
+        field_manager: Some(names::FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), namespace)
+        .create(&params, &job)
+        .await
+        .map(drop)
+}
+
 /// Patch parameters naming wave as the field manager (every write wave makes).
 fn as_wave() -> PatchParams {
     PatchParams {

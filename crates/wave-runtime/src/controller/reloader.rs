@@ -23,11 +23,11 @@ use wave_core::names::{
 };
 use wave_core::refs::{Keys, Reference, References};
 use wave_core::reloader::{self, Mark, Pause};
-use wave_core::workload::Workload;
+use wave_core::workload::{Workload, WorkloadKind};
 
 use super::context::Context;
 use super::reconcile::{Outcome, hold_back, reread, write_once};
-use crate::api::PatchStyle;
+use crate::api::{self, PatchStyle};
 use crate::error::ReconcileError;
 use crate::events::EventType;
 use crate::metrics::KindLabel;
@@ -99,6 +99,16 @@ pub async fn reconcile(
         if let Some(outcome) = hold_back(ctx, &workload, &refs).await {
             return Ok(outcome);
         }
+        if workload.id.kind == WorkloadKind::CRON_JOB {
+            // Reloader does not patch a CronJob: it starts a Job from it, carrying the mark.
+            let outcome = start_job(ctx, &workload, &decision.marks).await?;
+            if outcome == Outcome::Written {
+                ctx.coalescer().record(&id, Instant::now());
+                after_write(ctx, &workload, &decision, triggered).await;
+                ctx.reloader_seen().record(&id, decision.observed);
+            }
+            return Ok(outcome);
+        }
         let (mut body, kind) = reloader::reload_patch(&workload, &decision.marks, now);
         let style = match kind {
             reloader::PatchKind::StrategicMerge => PatchStyle::Strategic,
@@ -130,6 +140,34 @@ pub async fn reconcile(
         workload: id,
         attempts: CONFLICT_ATTEMPTS,
     })
+}
+
+/// Starts a Job from CronJob `workload` with `marks` (a token and the lease first, like every write).
+async fn start_job(ctx: &Context, workload: &Workload, marks: &[Mark]) -> Result<Outcome, ReconcileError> {
+    let id = &workload.id;
+    if let Err(wait) = ctx.limiter().reserve(id, Instant::now()) {
+        return Ok(Outcome::RateLimited(wait));
+    }
+    if !ctx.may_write().await.unwrap_or(false) {
+        return Ok(super::reconcile::not_writing(ctx));
+    }
+    let failed = |source: kube::Error| ReconcileError::PatchWorkload {
+        workload: id.clone(),
+        source: Box::new(source),
+    };
+    let cron_job = match api::workload_api(&ctx.client, id.kind, Some(&id.namespace))
+        .get_opt(&id.name)
+        .await
+        .map_err(failed)?
+    {
+        Some(cron_job) => cron_job,
+        None => return Ok(Outcome::Gone),
+    };
+    let job = reloader::job_from_cron_job(&cron_job.data, workload, marks);
+    api::create_job(&ctx.client, &id.namespace, &job)
+        .await
+        .map_err(failed)?;
+    Ok(Outcome::Written)
 }
 
 /// The targets as optional references to every key: what the content cache and the flap breaker take.
