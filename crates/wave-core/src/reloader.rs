@@ -679,26 +679,21 @@ pub enum PatchKind {
 /// `spec.restartAt` (its pods restart, the template is left alone) instead of writing the mark.
 pub const ROLLOUT_STRATEGY: &str = "reloader.stakater.com/rollout-strategy";
 
-/// The patch writing `marks` to `workload`, as Reloader would leave it, guarded by the observed
-/// `resourceVersion` like every wave write. For the `apps/v1` kinds a strategic merge patch: env vars
-/// merge by name into their container's list (appended when new). For an Argo Rollout, which Reloader
-/// updates whole: its containers with the marks applied, or, under `rollout-strategy: restart`,
-/// `spec.restartAt` at `now`.
-pub fn reload_patch(workload: &Workload, marks: &[Mark], now: Timestamp) -> (Value, PatchKind) {
-    if workload.id.kind != WorkloadKind::ROLLOUT {
-        return (patch_body(workload, marks), PatchKind::StrategicMerge);
+/// Applies `marks` to a pod template as Reloader does in memory before it updates an object whole: an
+/// env var set in place or appended to its container, removed, or the `last-reloaded-from` annotation set.
+fn apply_marks(template: &mut k8s_openapi::api::core::v1::PodTemplateSpec, marks: &[Mark]) {
+    fn env_of<'a>(
+        template: &'a mut k8s_openapi::api::core::v1::PodTemplateSpec,
+        container: &str,
+    ) -> Option<&'a mut Vec<k8s_openapi::api::core::v1::EnvVar>> {
+        let c = template
+            .spec
+            .as_mut()?
+            .containers
+            .iter_mut()
+            .find(|c| c.name == container)?;
+        Some(c.env.get_or_insert_with(Vec::new))
     }
-    let mut body = json!({ "metadata": { "resourceVersion": workload.resource_version } });
-    if workload.annotations.get(ROLLOUT_STRATEGY).map(String::as_str) == Some("restart") {
-        body["spec"]["restartAt"] = json!(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
-        return (body, PatchKind::Merge);
-    }
-    let mut containers = workload
-        .template
-        .spec
-        .as_ref()
-        .map(|s| s.containers.clone())
-        .unwrap_or_default();
     for mark in marks {
         match mark {
             Mark::EnvVar {
@@ -706,8 +701,7 @@ pub fn reload_patch(workload: &Workload, marks: &[Mark], now: Timestamp) -> (Val
                 name,
                 value,
             } => {
-                if let Some(c) = containers.iter_mut().find(|c| &c.name == container) {
-                    let env = c.env.get_or_insert_with(Vec::new);
+                if let Some(env) = env_of(template, container) {
                     match env.iter_mut().find(|e| &e.name == name) {
                         Some(e) => e.value = Some(value.clone()),
                         None => env.push(k8s_openapi::api::core::v1::EnvVar {
@@ -719,62 +713,7 @@ pub fn reload_patch(workload: &Workload, marks: &[Mark], now: Timestamp) -> (Val
                 }
             }
             Mark::RemoveEnvVar { container, name } => {
-                if let Some(env) = containers
-                    .iter_mut()
-                    .find(|c| &c.name == container)
-                    .and_then(|c| c.env.as_mut())
-                {
-                    env.retain(|e| &e.name != name);
-                }
-            }
-            Mark::Annotation(source) => {
-                let value = serde_json::to_string(source).unwrap_or_default();
-                body["spec"]["template"]["metadata"]["annotations"][names::LAST_RELOADED_FROM] = json!(value);
-            }
-        }
-    }
-    if marks.iter().any(|m| !matches!(m, Mark::Annotation(_))) {
-        // A merge patch replaces a list whole.
-        body["spec"]["template"]["spec"]["containers"] =
-            serde_json::to_value(&containers).unwrap_or_default();
-    }
-    (body, PatchKind::Merge)
-}
-
-/// The Job Reloader creates for a CronJob whose config changed, instead of patching it: the CronJob's
-/// `jobTemplate` with the marks applied to its pod template, named after the CronJob, owned by it, and
-/// marked as started by hand (`cronjob.kubernetes.io/instantiate: manual`), as `kubectl create job
-/// --from=cronjob/…` does. `cron_job` is the CronJob object.
-pub fn job_from_cron_job(cron_job: &Value, workload: &Workload, marks: &[Mark]) -> Value {
-    let job_template = cron_job.pointer("/spec/jobTemplate").cloned().unwrap_or_default();
-    let mut template = workload.template.as_ref().clone();
-    for mark in marks {
-        match mark {
-            Mark::EnvVar {
-                container,
-                name,
-                value,
-            } => {
-                let spec = template.spec.get_or_insert_with(Default::default);
-                if let Some(c) = spec.containers.iter_mut().find(|c| &c.name == container) {
-                    let env = c.env.get_or_insert_with(Vec::new);
-                    match env.iter_mut().find(|e| &e.name == name) {
-                        Some(e) => e.value = Some(value.clone()),
-                        None => env.push(k8s_openapi::api::core::v1::EnvVar {
-                            name: name.clone(),
-                            value: Some(value.clone()),
-                            ..Default::default()
-                        }),
-                    }
-                }
-            }
-            Mark::RemoveEnvVar { container, name } => {
-                if let Some(env) = template
-                    .spec
-                    .as_mut()
-                    .and_then(|s| s.containers.iter_mut().find(|c| &c.name == container))
-                    .and_then(|c| c.env.as_mut())
-                {
+                if let Some(env) = env_of(template, container) {
                     env.retain(|e| &e.name != name);
                 }
             }
@@ -789,6 +728,50 @@ pub fn job_from_cron_job(cron_job: &Value, workload: &Workload, marks: &[Mark]) 
             }
         }
     }
+}
+
+/// The patch writing `marks` to `workload`, as Reloader would leave it, guarded by the observed
+/// `resourceVersion` like every wave write. For the `apps/v1` kinds a strategic merge patch: env vars
+/// merge by name into their container's list (appended when new). For an Argo Rollout, which Reloader
+/// updates whole: its containers with the marks applied, or, under `rollout-strategy: restart`,
+/// `spec.restartAt` at `now`.
+pub fn reload_patch(workload: &Workload, marks: &[Mark], now: Timestamp) -> (Value, PatchKind) {
+    if workload.id.kind != WorkloadKind::ROLLOUT {
+        return (patch_body(workload, marks), PatchKind::StrategicMerge);
+    }
+    let mut body = json!({ "metadata": { "resourceVersion": workload.resource_version } });
+    if workload.annotations.get(ROLLOUT_STRATEGY).map(String::as_str) == Some("restart") {
+        body["spec"]["restartAt"] = json!(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+        return (body, PatchKind::Merge);
+    }
+    let mut template = workload.template.as_ref().clone();
+    apply_marks(&mut template, marks);
+    if let Some(source) = template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.as_ref())
+        .and_then(|a| a.get(names::LAST_RELOADED_FROM))
+        .filter(|_| marks.iter().any(|m| matches!(m, Mark::Annotation(_))))
+    {
+        body["spec"]["template"]["metadata"]["annotations"][names::LAST_RELOADED_FROM] = json!(source);
+    }
+    if marks.iter().any(|m| !matches!(m, Mark::Annotation(_))) {
+        // A merge patch replaces a list whole.
+        let containers = template.spec.map(|s| s.containers).unwrap_or_default();
+        body["spec"]["template"]["spec"]["containers"] =
+            serde_json::to_value(&containers).unwrap_or_default();
+    }
+    (body, PatchKind::Merge)
+}
+
+/// The Job Reloader creates for a CronJob whose config changed, instead of patching it: the CronJob's
+/// `jobTemplate` with the marks applied to its pod template, named after the CronJob, owned by it, and
+/// marked as started by hand (`cronjob.kubernetes.io/instantiate: manual`), as `kubectl create job
+/// --from=cronjob/…` does. `cron_job` is the CronJob object.
+pub fn job_from_cron_job(cron_job: &Value, workload: &Workload, marks: &[Mark]) -> Value {
+    let job_template = cron_job.pointer("/spec/jobTemplate").cloned().unwrap_or_default();
+    let mut template = workload.template.as_ref().clone();
+    apply_marks(&mut template, marks);
     let mut spec = job_template.get("spec").cloned().unwrap_or_else(|| json!({}));
     spec["template"] = serde_json::to_value(&template).unwrap_or_default();
     let mut annotations = json!({ CRONJOB_INSTANTIATE: "manual" });
