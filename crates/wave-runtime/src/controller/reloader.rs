@@ -4,9 +4,12 @@
 //! ```text
 //! selection and candidates (tracker, metadata only) ─► targets (core) ─► content cache (targets only)
 //!   ─► plan (core): marks to write, SHA-1s observed
-//!   no marks ─► record what was seen ─► Noop
+//!   a pause period over (pause-period) ─► resume the Deployment ─► Event `Resumed`
+//!   no marks ─► record what was seen ─► Noop (or Paused: look again when the pause ends)
 //!   marks    ─► held while a target flaps, or coalesced (as wave's own rollouts)
-//!            ─► token ─► lease ─► strategic merge PATCH guarded by resourceVersion (what Reloader sends)
+//!            ─► token ─► lease ─► the write Reloader makes: a strategic merge PATCH (apps/v1, pausing a
+//!               Deployment that asks), a merge PATCH (Argo Rollout), or a Job started (CronJob);
+//!               patches guarded by resourceVersion
 //!            ─► record what was seen ─► Event `Reloaded` (Reloader's reason)
 //!            409 ⇒ re-read the workload and re-plan at once
 //! ```
@@ -43,7 +46,7 @@ pub async fn reconcile(
 ) -> Result<Outcome, ReconcileError> {
     let id = workload.id.clone();
     for _ in 0..CONFLICT_ATTEMPTS {
-        let plan = {
+        let (options, targets) = {
             let tracker = ctx.tracker();
             let (Some(options), Some(selection)) =
                 (tracker.reloader(), tracker.reloader_selection(&workload))
@@ -59,7 +62,6 @@ pub async fn reconcile(
                 reloader::targets(&workload, &selection, &candidates),
             )
         };
-        let (options, targets) = plan;
         let refs = references(&targets);
         let fetched = ctx.content.resolve(&refs, &ctx.tracker).await?;
         let seen = ctx.reloader_seen().of(&id);
@@ -99,27 +101,23 @@ pub async fn reconcile(
         if let Some(outcome) = hold_back(ctx, &workload, &refs).await {
             return Ok(outcome);
         }
-        if workload.id.kind == WorkloadKind::CRON_JOB {
+        let result = if workload.id.kind == WorkloadKind::CRON_JOB {
             // Reloader does not patch a CronJob: it starts a Job from it, carrying the mark.
-            let outcome = start_job(ctx, &workload, &decision.marks).await?;
-            if outcome == Outcome::Written {
-                ctx.coalescer().record(&id, Instant::now());
-                after_write(ctx, &workload, &decision, triggered).await;
-                ctx.reloader_seen().record(&id, decision.observed);
+            Some(start_job(ctx, &workload, &decision.marks).await?)
+        } else {
+            let (mut body, kind) = reloader::reload_patch(&workload, &decision.marks, now);
+            let style = match kind {
+                reloader::PatchKind::StrategicMerge => PatchStyle::Strategic,
+                reloader::PatchKind::Merge => PatchStyle::Merge,
+            };
+            match reloader::pause_period(&workload) {
+                Some(Ok(_)) => reloader::add_pause(&mut body, &workload, now),
+                Some(Err(why)) => tracing::warn!(workload = %id, "{why}"),
+                None => {}
             }
-            return Ok(outcome);
-        }
-        let (mut body, kind) = reloader::reload_patch(&workload, &decision.marks, now);
-        let style = match kind {
-            reloader::PatchKind::StrategicMerge => PatchStyle::Strategic,
-            reloader::PatchKind::Merge => PatchStyle::Merge,
+            write_once(ctx, &workload, &body, style).await?
         };
-        match reloader::pause_period(&workload) {
-            Some(Ok(_)) => reloader::add_pause(&mut body, &workload, now),
-            Some(Err(why)) => tracing::warn!(workload = %id, "{why}"),
-            None => {}
-        }
-        match write_once(ctx, &workload, &body, style).await? {
+        match result {
             Some(Outcome::Written) => {
                 ctx.coalescer().record(&id, Instant::now());
                 after_write(ctx, &workload, &decision, triggered).await;
@@ -151,22 +149,23 @@ async fn start_job(ctx: &Context, workload: &Workload, marks: &[Mark]) -> Result
     if !ctx.may_write().await.unwrap_or(false) {
         return Ok(super::reconcile::not_writing(ctx));
     }
-    let failed = |source: kube::Error| ReconcileError::PatchWorkload {
-        workload: id.clone(),
-        source: Box::new(source),
-    };
     let cron_job = match api::workload_api(&ctx.client, id.kind, Some(&id.namespace))
         .get_opt(&id.name)
         .await
-        .map_err(failed)?
-    {
+        .map_err(|source| ReconcileError::GetWorkload {
+            workload: id.clone(),
+            source: Box::new(source),
+        })? {
         Some(cron_job) => cron_job,
         None => return Ok(Outcome::Gone),
     };
     let job = reloader::job_from_cron_job(&cron_job.data, workload, marks);
     api::create_job(&ctx.client, &id.namespace, &job)
         .await
-        .map_err(failed)?;
+        .map_err(|source| ReconcileError::PatchWorkload {
+            workload: id.clone(),
+            source: Box::new(source),
+        })?;
     Ok(Outcome::Written)
 }
 
@@ -208,19 +207,19 @@ async fn after_write(
         .get(reloader::ROLLOUT_STRATEGY)
         .map(String::as_str)
         == Some("restart");
-    let how = match decision.marks.first() {
-        _ if restart && workload.id.kind == wave_core::workload::WorkloadKind::ROLLOUT => "spec.restartAt",
-        Some(Mark::Annotation(_)) => "the pod-template annotation reloader.stakater.com/last-reloaded-from",
-        _ => "the STAKATER_* env vars",
+    let what = match decision.marks.first() {
+        _ if restart && workload.id.kind == WorkloadKind::ROLLOUT => "set spec.restartAt of",
+        _ if workload.id.kind == WorkloadKind::CRON_JOB => "started a Job from",
+        Some(Mark::Annotation(_)) => {
+            "updated the pod-template annotation reloader.stakater.com/last-reloaded-from of"
+        }
+        _ => "updated the STAKATER_* env vars of",
     };
     tracing::info!(workload = %workload.id, changed = ?changed, "reloaded (Reloader annotations)");
     let note = format!(
-        "Changes detected in {}: updated {} of {} {}/{}.",
+        "Changes detected in {}: {what} {}.",
         changed.join(", "),
-        how,
-        kind,
-        workload.id.namespace,
-        workload.id.name
+        workload.id
     );
     ctx.events
         .publish(workload, EventType::Normal, RELOADED, action::RELOAD, note)
