@@ -144,7 +144,24 @@ pub(crate) async fn assess(
                 _ => None,
             }
         });
-    let (status, reason, desired_hash) = if !workload.is_opted_in() {
+    let reloader = wave_core::reloader::selection(workload, &wave_core::reloader::Options::default());
+    let (status, reason, desired_hash) = if let Some(deployment) = &workload.template_from {
+        (
+            "elsewhere",
+            format!(
+                "its pod template is Deployment {deployment}'s (spec.workloadRef): wave acts on that Deployment"
+            ),
+            None,
+        )
+    } else if !workload.is_opted_in() && reloader.is_some() {
+        (
+            "reloader",
+            "opted in through Stakater Reloader's annotations: `wave run` writes what Reloader writes, not a \
+             config hash (docs/migrating-from-reloader.md)"
+                .to_string(),
+            None,
+        )
+    } else if !workload.is_opted_in() {
         (
             "ignored",
             format!("not opted in: {} is not \"true\"", names::UPDATE_ON_CONFIG_CHANGE),

@@ -355,6 +355,13 @@ async fn switching_from_reloader_writes_nothing_and_catches_a_change_made_while_
         1,
         "nothing written for an unchanged config"
     );
+    let kubeconfig = testenv::cluster().kubeconfig();
+    let (code, out, err) = run_wave(&["explain", "deployment/current", "-n", &ns], Some(&kubeconfig));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("opted in through Stakater Reloader's annotations"),
+        "wave explain says how: {out}"
+    );
 }
 
 #[tokio::test]
