@@ -225,11 +225,15 @@ async fn every_reloader_annotation_reloads_the_right_workloads_of_every_kind_wit
             }
         }
     }
-    let events = events_for(&client, &ns, "deployment-auto").await;
-    assert!(
-        events.iter().any(|(t, r, _)| t == "Normal" && r == "Reloaded"),
-        "Reloader's Event reason: {events:?}"
-    );
+    // Reloader's Event reason; the Event follows the write, so it is waited for.
+    wait_for("a Normal Reloaded Event", TIMEOUT, || async {
+        let events = events_for(&client, &ns, "deployment-auto").await;
+        events
+            .iter()
+            .any(|(t, r, _)| t == "Normal" && r == "Reloaded")
+            .then_some(())
+    })
+    .await;
     assert!(
         !wave.output().contains("\"two\"") && !wave.output().contains("=two"),
         "no Secret value in the log"
@@ -429,8 +433,12 @@ async fn a_deployment_with_a_pause_period_is_paused_by_its_reload_and_resumed_af
         },
     )
     .await;
-    let events = events_for(&client, &ns, "paused").await;
-    assert!(events.iter().any(|(_, r, _)| r == "Resumed"), "{events:?}");
+    // The Event follows the write: waited for, never read on sight.
+    wait_for("the Resumed Event", TIMEOUT, || async {
+        let events = events_for(&client, &ns, "paused").await;
+        events.iter().any(|(_, r, _)| r == "Resumed").then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
