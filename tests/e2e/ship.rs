@@ -612,10 +612,11 @@ async fn a_denied_patch_is_an_event_a_metric_and_a_log_line_and_wave_stays_ready
             .any(|(_, _, note)| note.contains("cannot patch resource")),
         "the Event names the verb and resource: {events:?}"
     );
-    assert!(
-        wave.output().contains("cannot patch resource"),
-        "the log names the verb and resource"
-    );
+    // The Event is published before the failed reconcile is logged: the log line is waited for.
+    wait_for("the log to name the verb and resource", TIMEOUT, || async {
+        wave.output().contains("cannot patch resource").then_some(())
+    })
+    .await;
     assert!(
         wave.metric(
             "wave_reconcile_errors_total",

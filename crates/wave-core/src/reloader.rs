@@ -272,10 +272,12 @@ impl Selection {
     /// What the tracker indexes for the workload.
     pub fn needs(&self, workload: &Workload) -> Needs {
         let ns = &workload.id.namespace;
-        let mut needs = Needs::default();
-        for (kind, name) in referenced(workload) {
-            needs.keys.insert(ConfigKey::new(kind, ns, name));
-        }
+        // Reloader finds references where wave does (volumes, projected sources, env and envFrom of
+        // containers and init containers), without wave's own annotations.
+        let mut needs = Needs {
+            keys: crate::refs::discover(ns, &BTreeMap::new(), &workload.template).keys(),
+            scan: false,
+        };
         for kind in [ConfigKind::ConfigMap, ConfigKind::Secret] {
             let sel = self.of(kind);
             needs.scan |= sel.search;
@@ -359,43 +361,6 @@ pub fn selection(workload: &Workload, options: &Options) -> Option<Selection> {
         }
     }
     (selection.config_maps.selects_anything() || selection.secrets.selects_anything()).then_some(selection)
-}
-
-/// Every object the pod template uses the way Reloader looks for it: volumes (plain and projected) and
-/// env references (`env[].valueFrom`, `envFrom`) of containers and init containers.
-fn referenced(workload: &Workload) -> Vec<(ConfigKind, String)> {
-    let Some(spec) = workload.template.spec.as_ref() else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for volume in spec.volumes.iter().flatten() {
-        if let Some(cm) = &volume.config_map {
-            out.push((ConfigKind::ConfigMap, cm.name.clone()));
-        }
-        if let Some(name) = volume.secret.as_ref().and_then(|s| s.secret_name.clone()) {
-            out.push((ConfigKind::Secret, name));
-        }
-        for source in volume.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
-            if let Some(cm) = &source.config_map {
-                out.push((ConfigKind::ConfigMap, cm.name.clone()));
-            }
-            if let Some(s) = &source.secret {
-                out.push((ConfigKind::Secret, s.name.clone()));
-            }
-        }
-    }
-    for container in spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-    {
-        for kind in [ConfigKind::ConfigMap, ConfigKind::Secret] {
-            for name in env_references(container, kind) {
-                out.push((kind, name.to_string()));
-            }
-        }
-    }
-    out
 }
 
 fn env_references(container: &Container, kind: ConfigKind) -> impl Iterator<Item = &str> {
@@ -741,7 +706,7 @@ pub fn reload_patch(workload: &Workload, marks: &[Mark], now: Timestamp) -> (Val
     }
     let mut body = json!({ "metadata": { "resourceVersion": workload.resource_version } });
     if workload.annotations.get(ROLLOUT_STRATEGY).map(String::as_str) == Some("restart") {
-        body["spec"]["restartAt"] = json!(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+        body["spec"]["restartAt"] = json!(rfc3339(now));
         return (body, PatchKind::Merge);
     }
     let mut template = workload.template.as_ref().clone();
@@ -906,7 +871,12 @@ pub fn add_pause(body: &mut Value, workload: &Workload, now: Timestamp) {
         return;
     }
     body["spec"]["paused"] = json!(true);
-    body["metadata"]["annotations"][names::PAUSED_AT] = json!(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+    body["metadata"]["annotations"][names::PAUSED_AT] = json!(rfc3339(now));
+}
+
+/// `now` as Go's `time.RFC3339` writes it in UTC, to the second (what Reloader writes).
+fn rfc3339(now: Timestamp) -> String {
+    now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// The patch that resumes a Deployment a reload paused, guarded by its resourceVersion.

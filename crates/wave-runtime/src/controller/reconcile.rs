@@ -35,7 +35,7 @@ use crate::events::EventType;
 use crate::metrics::{KindError, KindLabel, KindResult};
 
 /// How many times a write is re-planned after 409 Conflict before the reconcile fails.
-const CONFLICT_ATTEMPTS: usize = 5;
+pub(super) const CONFLICT_ATTEMPTS: usize = 5;
 
 /// What a reconcile did.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -29,14 +29,11 @@ use wave_core::reloader::{self, Mark, Pause};
 use wave_core::workload::{Workload, WorkloadKind};
 
 use super::context::Context;
-use super::reconcile::{Outcome, hold_back, reread, write_once};
+use super::reconcile::{CONFLICT_ATTEMPTS, Outcome, hold_back, reread, write_once};
 use crate::api::{self, PatchStyle};
 use crate::error::ReconcileError;
 use crate::events::EventType;
 use crate::metrics::KindLabel;
-
-/// How many times a write is re-planned after 409 Conflict before the reconcile fails.
-const CONFLICT_ATTEMPTS: usize = 5;
 
 /// Reconciles `workload`, which opted in through Reloader's annotations.
 pub async fn reconcile(
