@@ -1,12 +1,16 @@
 //! Requests per user, verb and resource, from the apiserver's audit log (`hack/testenv up --audit`,
 //! Metadata level). `apiserver_request_total` has no user label; the audit log does.
+//!
+//! A request the apiserver refused (a 409 Conflict on a patch that carries a resourceVersion, a 404, a
+//! 429) is counted under its own key, `verb resource code`, so that it adds to the API cost but is
+//! never taken for a write that happened.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use k8s_openapi::jiff::Timestamp;
 
-/// `verb resource` → requests.
+/// `verb resource` → successful requests; `verb resource code` → requests refused with that HTTP code.
 pub type Counts = BTreeMap<String, u64>;
 
 /// The requests `user` made between `from` and `to` (by the time the apiserver received them),
@@ -39,25 +43,40 @@ pub fn count(log: &Path, user: &str, skip: &str, from: Timestamp, to: Timestamp)
             continue;
         }
         let resource = entry["objectRef"]["resource"].as_str().unwrap_or("-");
-        *counts.entry(format!("{verb} {resource}")).or_default() += 1;
+        let key = match entry["responseStatus"]["code"].as_u64() {
+            Some(code) if code >= 400 => format!("{verb} {resource} {code}"),
+            _ => format!("{verb} {resource}"),
+        };
+        *counts.entry(key).or_default() += 1;
     }
     counts
 }
 
-/// Writes to workloads among `counts`.
+/// Successful writes to workloads among `counts`.
 pub fn workload_writes(counts: &Counts) -> u64 {
+    writes(counts, |code| code.is_none())
+}
+
+/// Writes to workloads among `counts` that the apiserver refused (409 Conflict, mostly).
+pub fn refused_workload_writes(counts: &Counts) -> u64 {
+    writes(counts, |code| code.is_some())
+}
+
+fn writes(counts: &Counts, code: impl Fn(Option<&str>) -> bool) -> u64 {
     counts
         .iter()
         .filter(|(k, _)| {
-            let (verb, resource) = k.split_once(' ').unwrap_or_default();
+            let mut parts = k.split(' ');
+            let (verb, resource) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
             matches!(verb, "patch" | "update")
                 && matches!(resource, "deployments" | "statefulsets" | "daemonsets")
+                && code(parts.next())
         })
         .map(|(_, n)| n)
         .sum()
 }
 
-/// Every request among `counts`, minus the watches that stay open.
+/// Every request among `counts`, refused ones included (each cost the apiserver a round trip).
 pub fn total(counts: &Counts) -> u64 {
     counts.values().sum()
 }
@@ -67,7 +86,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_users_requests_in_the_window_are_counted_and_watches_once() {
+    fn only_the_users_requests_in_the_window_are_counted_watches_once_and_refused_writes_apart() {
         let dir = std::env::temp_dir().join(format!("wave-bench-audit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join("audit.log");
@@ -100,6 +119,10 @@ mod tests {
                 "2026-11-23T10:00:03Z",
             ),
             line("a", "get", "secrets", "ResponseComplete", "2026-11-23T10:00:09Z"),
+            serde_json::json!({"user": {"username": "a"}, "verb": "patch", "stage": "ResponseComplete",
+                               "objectRef": {"resource": "deployments"}, "responseStatus": {"code": 409},
+                               "requestReceivedTimestamp": "2026-11-23T10:00:04Z"})
+            .to_string(),
             serde_json::json!({"user": {"username": "a"}, "verb": "get", "stage": "ResponseComplete",
                                "objectRef": {"resource": "configmaps", "namespace": "probe"},
                                "requestReceivedTimestamp": "2026-11-23T10:00:01Z"})
@@ -115,9 +138,16 @@ mod tests {
         );
         assert_eq!(
             c,
-            Counts::from([("patch deployments".into(), 1), ("watch secrets".into(), 1)])
+            Counts::from([
+                ("patch deployments".into(), 1),
+                ("patch deployments 409".into(), 1),
+                ("watch secrets".into(), 1)
+            ])
         );
-        assert_eq!((workload_writes(&c), total(&c)), (1, 2));
+        assert_eq!(
+            (workload_writes(&c), refused_workload_writes(&c), total(&c)),
+            (1, 1, 3)
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

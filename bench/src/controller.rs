@@ -1,5 +1,5 @@
 //! The controllers under test: how each is started and how a workload opts in to it, and the process
-//! figures read from `/proc` (RSS, CPU time).
+//! figures read from `/proc` (RSS, CPU time) and from a Go controller's own `/metrics` (its heap).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -15,6 +15,12 @@ pub struct Profile {
     pub bin: PathBuf,
     /// Its arguments (all write limits off, so the figures measure the controller, not its throttle).
     pub args: Vec<String>,
+    /// Its arguments at its shipped defaults (write limits as it ships them), for the defaults pass.
+    pub defaults: Vec<String>,
+    /// A limit the controller cannot turn off, which its figures reflect rather than its design.
+    pub fixed_limit: Option<&'static str>,
+    /// The port of the Go runtime's `/metrics` on 127.0.0.1 (the peers; it cannot be moved by a flag).
+    pub go_metrics_port: Option<u16>,
     /// The workload annotation that opts in.
     pub opt_in: (&'static str, &'static str),
     /// Whether it writes a hash onto every opted-in workload at start-up (Wave's model).
@@ -26,16 +32,19 @@ pub struct Profile {
 /// The profiles to run, and the peers skipped for want of a binary.
 pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
     let wave_opt_in = ("wave.pusher.com/update-on-config-change", "true");
+    let wave_admin = vec![
+        format!("--metrics-bind-address=127.0.0.1:{}", testenv::free_port()),
+        format!("--health-bind-address=127.0.0.1:{}", testenv::free_port()),
+        "--log-level=warn".into(),
+    ];
     let mut run = vec![Profile {
         name: "wave",
         bin: args.wave_bin.clone(),
-        args: vec![
-            "run".into(),
-            "--update-rate=inf".into(),
-            format!("--metrics-bind-address=127.0.0.1:{}", testenv::free_port()),
-            format!("--health-bind-address=127.0.0.1:{}", testenv::free_port()),
-            "--log-level=warn".into(),
-        ],
+        args: [vec!["run".into(), "--update-rate=inf".into()], wave_admin.clone()].concat(),
+        // Shipped: 1 write per second, burst 100 (Wave's defaults).
+        defaults: [vec!["run".into()], wave_admin].concat(),
+        fixed_limit: None,
+        go_metrics_port: None,
         opt_in: wave_opt_in,
         hashes_at_start: true,
         pacing: vec![format!("--max-concurrent-rollouts={}", args.bad_pacing)],
@@ -47,6 +56,10 @@ pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
             name: "wave-go",
             bin: bin.clone(),
             args: vec!["-update-rate=+Inf".into(), "-zap-log-level=error".into()],
+            // Shipped: 1 write per second, burst 100.
+            defaults: vec!["-zap-log-level=error".into()],
+            fixed_limit: None,
+            go_metrics_port: Some(8080),
             opt_in: wave_opt_in,
             hashes_at_start: true,
             pacing: Vec::new(),
@@ -59,6 +72,13 @@ pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
             name: "reloader",
             bin: bin.clone(),
             args: vec!["--reload-strategy=annotations".into(), "--log-level=error".into()],
+            // Shipped: the env-vars strategy; no write limit of its own.
+            defaults: vec!["--log-level=error".into()],
+            // NOTE: Reloader builds its client with client-go's defaults (rest.Config QPS 5, burst 10)
+            // and has no flag to change them, so every figure that needs many writes is bounded by
+            // them. https://github.com/stakater/Reloader/blob/v1.4.21/pkg/kube/client.go (`getConfig`)
+            fixed_limit: Some("client-go's default of 5 requests/s, burst 10 (no flag changes it)"),
+            go_metrics_port: Some(9090),
             opt_in: ("reloader.stakater.com/auto", "true"),
             hashes_at_start: false,
             pacing: Vec::new(),
@@ -66,6 +86,16 @@ pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
         None => skipped.push("reloader (Stakater Reloader v1.4.21): set RELOADER_BIN".to_string()),
     }
     (run, skipped)
+}
+
+impl Profile {
+    /// The same controller at its shipped defaults.
+    pub fn at_defaults(&self) -> Profile {
+        Profile {
+            args: self.defaults.clone(),
+            ..self.clone()
+        }
+    }
 }
 
 /// A running controller, stopped (by PID) on drop.
@@ -165,4 +195,30 @@ fn clock_ticks() -> f64 {
         .ok()
         .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
         .unwrap_or(100.0)
+}
+
+/// The Go heap a peer reports on its `/metrics`: `(go_memstats_heap_inuse_bytes,
+/// go_memstats_heap_alloc_bytes)`, or `None` when it serves none.
+pub fn go_heap(port: u16) -> Option<(u64, u64)> {
+    let (status, body) = testenv::http_get(port, "/metrics")?;
+    if status != 200 {
+        return None;
+    }
+    let metric = |name: &str| {
+        body.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map(|v| v as u64)
+    };
+    Some((
+        metric("go_memstats_heap_inuse_bytes")?,
+        metric("go_memstats_heap_alloc_bytes")?,
+    ))
+}
+
+/// The lowercase hex SHA-256 of a file (a controller binary, recorded with the results).
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(std::fs::read(path)?);
+    Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
 }

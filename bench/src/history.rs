@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::Args;
 use crate::audit::{self, Counts};
 use crate::controller::{self, Profile, Running};
-use crate::scenarios::{self, CANARY_NS, ControllerResult, TemplateChanges};
+use crate::scenarios::{self, CANARY_NS, TemplateChanges};
 
 type Error = String;
 
@@ -110,10 +110,9 @@ async fn run_on(
     let mut changes = TemplateChanges::start(&client).await?;
     let started = Timestamp::now();
     let mut running = Running::start(profile, &kubeconfig, &log).map_err(|e| format!("starting: {e}"))?;
-    scenarios::probe_ready(&client, &mut changes, &mut running).await?;
+    scenarios::probe_ready(&client, &mut changes, &mut running, args).await?;
     scenarios::wait_all_hashed(&client, args).await?;
-    let mut r = ControllerResult::default();
-    scenarios::spread_and_fan_out(args, &client, &mut changes, &cost, &mut r).await?;
+    let spread = scenarios::spread_and_fan_out(args, &client, &mut changes, &cost, "v").await?;
     // At most one snapshot per hash each Deployment carried: its first, and one per update. A first hash
     // that an update replaced before wave kept its snapshot has none (docs/history.md, "When"), so the
     // wait ends when the count reaches that, or has not moved for 15 s.
@@ -145,11 +144,11 @@ async fn run_on(
         config_history: history,
         deployments: args.deployments,
         updates: args.updates,
-        p50_ms: r.s1.p50_ms,
-        p99_ms: r.s1.p99_ms,
+        p50_ms: spread.s1.p50_ms,
+        p99_ms: spread.s1.p99_ms,
         requests_total: audit::total(&requests),
         requests,
-        requests_per_update: r.s4.per_change_requests,
+        requests_per_update: spread.per_change_requests,
         peak_rss_mib: mib(hwm),
         steady_rss_mib: mib(rss),
         snapshot_config_maps: cms,

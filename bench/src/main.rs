@@ -3,13 +3,15 @@
 //! so that the apiserver's audit log attributes every request.
 //!
 //! ```text
-//! for each controller: testenv up --audit ─► populate ─► start ─► S4 startup, S1 latency, S3 fan-out,
-//!                      S6 storm, S7 flapping, S8 bad config (restarted with pacing) ─► unreferenced Secrets (size A) ─► restart: S5 ─► idle: S2, S4 idle
-//!                      ─► unreferenced Secrets (size B) ─► restart ─► idle: S2 ─► stop, testenv down
+//! for each of --repeat rounds, the controllers in alternating order (wave, Wave, Reloader; then reversed):
+//!   testenv up --audit ─► populate ─► start ─► S4 startup, S1 latency, S3 fan-out, S6 storm, S7 flapping,
+//!   S8 bad config (restarted with pacing), S11 apiserver restarts, the defaults pass (first round only)
+//!   ─► per payload size: unreferenced Secrets ─► restart: S5 ─► idle window: S2, S4 idle ─► testenv down
 //! then S9, wave alone: the chaos soak (bench/src/chaos.rs); M1 (switching from Reloader, bench/src/from_reloader.rs)
 //! with --reloader-migration-only; M2 (switching from Wave) with --migration-only;
 //! H1 (the cost of config history, bench/src/history.rs) with --history-only
-//! then: bench/results/<date>-<commit>.json (+ latest.json), a PNG chart, and the table printed
+//! then: bench/results/<date>-<commit>.json (every round's raw figures, the median/min/max of each, the
+//! versions), latest.json and a PNG chart for a full run with both peers, and the table printed
 //! ```
 //!
 //! Peers are optional: `WAVE_GO_BIN` and `RELOADER_BIN` name binaries built outside this repository
@@ -88,9 +90,19 @@ pub struct Args {
     /// Run only S6, S7 and S8 (with `--out` elsewhere, so the published results stay whole).
     #[arg(long)]
     pub safety_only: bool,
-    /// S2/S4: the idle window, in seconds.
-    #[arg(long, default_value_t = 60)]
+    /// S2/S4: the idle window, in seconds; steady RSS is the median of its last 2 minutes.
+    #[arg(long, default_value_t = 300)]
     pub idle_seconds: u64,
+    /// Rounds of every controller, alternating their order; each figure is reported as the median of
+    /// the rounds, with its min and max.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+    /// S11: apiserver restarts per round (each: 20 s down, then one config change).
+    #[arg(long, default_value_t = 3)]
+    pub restart_trials: usize,
+    /// Leave out the pass of S1 and S3 with each controller at its shipped defaults.
+    #[arg(long)]
+    pub skip_defaults_pass: bool,
     /// S9: how long the chaos soak runs, in seconds; 0 skips it.
     #[arg(long, default_value_t = 600)]
     pub chaos_seconds: u64,
@@ -121,6 +133,16 @@ pub struct Args {
 }
 
 impl Args {
+    /// How long a wait may take before it gives up: `full` in a real run, at most a minute under
+    /// `--smoke`, so that a hung controller fails CI in a minute instead of fifteen.
+    pub fn limit(&self, full: std::time::Duration) -> std::time::Duration {
+        if self.smoke {
+            full.min(std::time::Duration::from_secs(60))
+        } else {
+            full
+        }
+    }
+
     fn sized(mut self) -> Self {
         if self.smoke {
             self.namespaces = 2;
@@ -135,7 +157,9 @@ impl Args {
             self.flap_seconds = 15;
             self.bad_deployments = 4;
             self.bad_pacing = 1;
-            self.idle_seconds = 2;
+            self.idle_seconds = 4;
+            self.repeat = 1;
+            self.restart_trials = 1;
             self.chaos_seconds = 20;
             self.chaos_workloads = 10;
             self.chaos_fault_every = 4;
@@ -215,14 +239,30 @@ async fn main() {
     for s in &skipped {
         eprintln!("skipping {s}");
     }
-    let mut results = Vec::new();
-    for profile in &profiles {
-        eprintln!("== {} ({})", profile.name, profile.bin.display());
-        match scenarios::run(&args, profile).await {
-            Ok(r) => results.push((profile.name, r)),
-            Err(e) => {
-                eprintln!("{}: {e}", profile.name);
-                std::process::exit(1);
+    let mut results: Vec<(&'static str, Vec<scenarios::ControllerResult>)> =
+        profiles.iter().map(|p| (p.name, Vec::new())).collect();
+    for round in 0..args.repeat {
+        // Alternate the order, so that no controller always runs on a machine warmed by the others.
+        let mut order: Vec<usize> = (0..profiles.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let profile = &profiles[i];
+            eprintln!(
+                "== round {} of {}: {} ({})",
+                round + 1,
+                args.repeat,
+                profile.name,
+                profile.bin.display()
+            );
+            let defaults_pass = round == 0 && !args.skip_defaults_pass;
+            match scenarios::run(&args, profile, defaults_pass).await {
+                Ok(r) => results[i].1.push(r),
+                Err(e) => {
+                    eprintln!("{}: {e}", profile.name);
+                    std::process::exit(1);
+                }
             }
         }
     }
@@ -238,7 +278,7 @@ async fn main() {
     } else {
         None
     };
-    let report = report::Report::new(&args, results, chaos);
+    let report = report::Report::new(&args, &profiles, results, chaos);
     if let Err(e) = report.check_complete() {
         eprintln!("incomplete results: {e}");
         std::process::exit(1);
@@ -251,6 +291,12 @@ async fn main() {
         }
     }
     println!("{}", report.markdown());
+    if args.smoke
+        && let Err(e) = report.check_smoke()
+    {
+        eprintln!("smoke failed: {e}");
+        std::process::exit(1);
+    }
     // Do not wait for the runtime to wind down the Deployment watch: the work is done.
     std::process::exit(0);
 }

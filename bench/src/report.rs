@@ -1,39 +1,84 @@
-//! The results: JSON (`<UTC date>-<commit>.json` and `latest.json`), a Markdown table per scenario with
-//! the ratio of wave to each peer, and a PNG chart (S1 latency CDF, S2 memory).
+//! The results: JSON (`<UTC date>-<commit>.json` and `latest.json`) with every round's raw figures, the
+//! median, min and max of each figure across rounds, and the versions measured; a Markdown table per
+//! scenario with the ratio of wave's median to each peer's; and a PNG chart (S1 latency CDF, S2 memory).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use plotters::prelude::*;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::Args;
 use crate::chaos::ChaosResult;
-use crate::scenarios::ControllerResult;
+use crate::controller::{self, Profile};
+use crate::scenarios::{ControllerResult, median};
 
-/// One run of every controller.
+/// Every round of every controller.
 pub struct Report {
     commit: String,
     machine: String,
     date: String,
     sizes: Value,
-    results: Vec<(&'static str, ControllerResult)>,
+    versions: Value,
+    /// Per controller, in run order (wave first): one result per round.
+    results: Vec<(&'static str, Vec<ControllerResult>)>,
+    /// The limit each controller cannot turn off, if any.
+    fixed_limits: Vec<(&'static str, &'static str)>,
     chaos: Option<ChaosResult>,
     /// `--safety-only`: only S6–S8 were run.
     safety_only: bool,
+}
+
+/// One figure over the rounds.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Rounds that produced the figure.
+    pub rounds: usize,
+}
+
+impl Spread {
+    /// Over the finite values; NaN everywhere when there are none.
+    fn of(values: &[f64]) -> Spread {
+        let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+        Spread {
+            median: median(&finite),
+            min: finite.iter().copied().fold(f64::NAN, f64::min),
+            max: finite.iter().copied().fold(f64::NAN, f64::max),
+            rounds: finite.len(),
+        }
+    }
+
+    /// `median` alone, or `median (min–max)` when the rounds differ.
+    fn cell(&self) -> String {
+        if self.rounds > 1 && self.min != self.max {
+            format!(
+                "{} ({}–{})",
+                figure(self.median),
+                figure(self.min),
+                figure(self.max)
+            )
+        } else {
+            figure(self.median)
+        }
+    }
 }
 
 /// One row of a table: a metric of one scenario for each controller, in run order.
 struct Row {
     scenario: &'static str,
     metric: String,
-    values: Vec<f64>,
+    values: Vec<Spread>,
 }
 
 impl Report {
     pub fn new(
         args: &Args,
-        results: Vec<(&'static str, ControllerResult)>,
+        profiles: &[Profile],
+        results: Vec<(&'static str, Vec<ControllerResult>)>,
         chaos: Option<ChaosResult>,
     ) -> Self {
         Self {
@@ -51,42 +96,54 @@ impl Report {
                 "chaos_seconds": args.chaos_seconds, "chaos_workloads": args.chaos_workloads,
                 "chaos_fault_every": args.chaos_fault_every,
                 "bad_deployments": args.bad_deployments, "bad_pacing": args.bad_pacing,
-                "safety_only": args.safety_only,
+                "safety_only": args.safety_only, "repeat": args.repeat,
+                "restart_trials": args.restart_trials, "defaults_pass": !args.skip_defaults_pass,
             }),
+            versions: versions(profiles),
             results,
+            fixed_limits: profiles
+                .iter()
+                .filter_map(|p| Some((p.name, p.fixed_limit?)))
+                .collect(),
             chaos,
             safety_only: args.safety_only,
         }
     }
 
-    /// Every controller produced every figure (`make bench-smoke` checks only this).
+    /// Every round of every controller produced every figure.
     pub fn check_complete(&self) -> Result<(), String> {
-        for (name, r) in &self.results {
-            let missing = [
-                (
-                    "S1 latencies",
-                    r.s1_samples_ms.is_empty() || !r.s1.p99_ms.is_finite(),
-                ),
-                (
-                    "S2 memory",
-                    r.s2.is_empty() || r.s2.iter().any(|m| m.peak_rss_mib <= 0.0),
-                ),
-                ("S3 fan-out", r.s3.changed == 0),
-                ("S4 API cost", r.s4.startup_requests == 0),
-                ("S5 readiness", r.s5.ready_ms <= 0.0),
-                ("S6 storm", !r.s6.replicasets_per_deployment_mean.is_finite()),
-                ("S7 flapping", r.s7.changes == 0),
-                ("S8 bad config", r.s8.deployments == 0),
-                ("S8 within its wait", r.s8.timed_out),
-            ];
-            let missing = missing.iter().filter(|(what, _)| {
-                !self.safety_only
-                    || what.starts_with("S6")
-                    || what.starts_with("S7")
-                    || what.starts_with("S8")
-            });
-            if let Some((what, _)) = missing.clone().find(|(_, m)| *m) {
-                return Err(format!("{name}: no {what}"));
+        for (name, runs) in &self.results {
+            for (round, r) in runs.iter().enumerate() {
+                let missing = [
+                    (
+                        "S1 latencies",
+                        r.s1.samples.is_empty() || !r.s1.p99_ms.is_finite(),
+                    ),
+                    (
+                        "S2 memory",
+                        r.s2.is_empty() || r.s2.iter().any(|m| m.peak_rss_mib <= 0.0),
+                    ),
+                    ("S3 fan-out", r.s3.changed == 0),
+                    ("S4 API cost", r.s4.startup_requests == 0),
+                    ("S5 readiness", r.s5.ready_ms <= 0.0),
+                    ("S6 storm", !r.s6.replicasets_per_deployment_mean.is_finite()),
+                    ("S7 flapping", r.s7.changes == 0),
+                    ("S8 bad config", r.s8.deployments == 0),
+                    ("S8 within its wait", r.s8.timed_out),
+                    (
+                        "S11 apiserver restart",
+                        r.s11.samples_ms.is_empty() && !r.s11.timed_out,
+                    ),
+                ];
+                let missing = missing.iter().filter(|(what, _)| {
+                    !self.safety_only
+                        || what.starts_with("S6")
+                        || what.starts_with("S7")
+                        || what.starts_with("S8")
+                });
+                if let Some((what, _)) = missing.clone().find(|(_, m)| *m) {
+                    return Err(format!("{name} (round {}): no {what}", round + 1));
+                }
             }
         }
         if let Some(c) = &self.chaos {
@@ -104,23 +161,70 @@ impl Report {
         Ok(())
     }
 
-    fn json(&self) -> Value {
-        let mut scenarios = json!({});
-        for (name, r) in &self.results {
-            let v = serde_json::to_value(r).unwrap_or_default();
-            let skipped = if self.safety_only { 5 } else { 0 };
-            for s in ["s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8"]
-                .into_iter()
-                .skip(skipped)
-            {
-                scenarios[s.to_uppercase()][*name] = v[s].clone();
+    /// What `make bench-smoke` holds every run to, beyond a complete set of figures: no wait gave up,
+    /// no S1 update was missed, S3 changed every Deployment; and for wave, no write on a restart with
+    /// nothing changed and no more than one ReplicaSet per change in the storm.
+    pub fn check_smoke(&self) -> Result<(), String> {
+        let timed_out = self.timed_out();
+        if !timed_out.is_empty() {
+            return Err(format!("waits gave up: {}", timed_out.join(", ")));
+        }
+        for (name, runs) in &self.results {
+            for (round, r) in runs.iter().enumerate() {
+                let at = format!("{name} (round {})", round + 1);
+                let passes = std::iter::once(("", &r.s1, &r.s3))
+                    .chain(r.defaults.iter().map(|d| (" at defaults", &d.s1, &d.s3)));
+                for (pass, s1, s3) in passes {
+                    if s1.missed > 0 {
+                        return Err(format!("{at}: S1{pass} missed {} updates", s1.missed));
+                    }
+                    if s3.changed < s3.deployments {
+                        return Err(format!(
+                            "{at}: S3{pass} changed {} of {} Deployments",
+                            s3.changed, s3.deployments
+                        ));
+                    }
+                }
+                if *name != "wave" {
+                    continue;
+                }
+                if r.s5.workload_writes > 0 {
+                    return Err(format!(
+                        "{at}: {} workload writes on a restart with nothing changed",
+                        r.s5.workload_writes
+                    ));
+                }
+                if r.s6.replicasets_per_deployment_max > r.s6.changes as u64 {
+                    return Err(format!(
+                        "{at}: S6 made {} ReplicaSets for one Deployment from {} changes",
+                        r.s6.replicasets_per_deployment_max, r.s6.changes
+                    ));
+                }
             }
         }
-        if let Some(c) = &self.chaos {
-            scenarios["S9"]["wave"] = serde_json::to_value(c).unwrap_or_default();
+        Ok(())
+    }
+
+    fn json(&self) -> Value {
+        let mut summary = json!({});
+        for row in self.rows() {
+            for ((name, _), spread) in self.results.iter().zip(&row.values) {
+                summary[row.scenario][&row.metric][*name] = serde_json::to_value(spread).unwrap_or_default();
+            }
         }
+        let mut runs = json!({});
+        for (name, rounds) in &self.results {
+            runs[*name] = serde_json::to_value(rounds).unwrap_or_default();
+        }
+        let fixed_limits: serde_json::Map<String, Value> = self
+            .fixed_limits
+            .iter()
+            .map(|(n, l)| (n.to_string(), json!(l)))
+            .collect();
         json!({"commit": self.commit, "machine": self.machine, "date": self.date,
-               "sizes": self.sizes, "scenarios": scenarios})
+               "sizes": self.sizes, "versions": self.versions, "fixed_limits": fixed_limits,
+               "timed_out": self.timed_out(), "summary": summary, "runs": runs,
+               "S9": self.chaos})
     }
 
     /// Writes the dated JSON; and, for a full run with both peers, `latest.json` and the chart (a run
@@ -130,7 +234,7 @@ impl Report {
         let text = serde_json::to_string_pretty(&self.json())? + "\n";
         let dated = args.out.join(format!("{}-{}.json", self.date, self.commit));
         std::fs::write(&dated, &text)?;
-        if self.results.len() < 3 || self.safety_only {
+        if self.results.len() < 3 || self.safety_only || args.smoke {
             eprintln!("latest.json and latest.png kept: not a full run with both peers");
             return Ok(dated);
         }
@@ -142,20 +246,28 @@ impl Report {
         Ok(dated)
     }
 
-    /// The figures whose wait gave up, as `controller: scenario`.
+    /// The figures whose wait gave up, as `controller (round N): scenario`.
     fn timed_out(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for (name, r) in &self.results {
-            for (scenario, timed_out) in [
-                ("S3", r.s3.timed_out),
-                ("S6", r.s6.timed_out),
-                ("S7", r.s7.timed_out),
-                ("S8", r.s8.timed_out),
-            ] {
-                if timed_out {
-                    out.push(format!("{name}: {scenario}"));
+        for (name, runs) in &self.results {
+            for (round, r) in runs.iter().enumerate() {
+                let defaults_s3 = r.defaults.as_ref().is_some_and(|d| d.s3.timed_out);
+                for (scenario, timed_out) in [
+                    ("S3", r.s3.timed_out),
+                    ("S6", r.s6.timed_out),
+                    ("S7", r.s7.timed_out),
+                    ("S8", r.s8.timed_out),
+                    ("S11", r.s11.timed_out),
+                    ("S3 at defaults", defaults_s3),
+                ] {
+                    if timed_out {
+                        out.push(format!("{name} (round {}): {scenario}", round + 1));
+                    }
                 }
             }
+        }
+        if self.chaos.as_ref().is_some_and(|c| c.timed_out) {
+            out.push("wave: S9".into());
         }
         out
     }
@@ -166,7 +278,11 @@ impl Report {
             rows.push(Row {
                 scenario,
                 metric,
-                values: self.results.iter().map(|(_, r)| f(r)).collect(),
+                values: self
+                    .results
+                    .iter()
+                    .map(|(_, runs)| Spread::of(&runs.iter().map(f).collect::<Vec<f64>>()))
+                    .collect(),
             })
         };
         add("S1", "p50_ms".into(), &|r| r.s1.p50_ms);
@@ -176,14 +292,19 @@ impl Report {
         add("S1", "missed".into(), &|r| r.s1.missed as f64);
         let payloads: Vec<usize> = self
             .results
-            .first()
-            .map(|(_, r)| r.s2.iter().map(|m| m.payload_kib).collect())
+            .iter()
+            .flat_map(|(_, runs)| runs.first())
+            .next()
+            .map(|r| r.s2.iter().map(|m| m.payload_kib).collect())
             .unwrap_or_default();
         for (i, kib) in payloads.iter().enumerate() {
             let m = move |r: &ControllerResult| r.s2.get(i).cloned().unwrap_or_default();
             add("S2", format!("peak_rss_mib ({kib} KiB)"), &|r| m(r).peak_rss_mib);
             add("S2", format!("steady_rss_mib ({kib} KiB)"), &|r| {
                 m(r).steady_rss_mib
+            });
+            add("S2", format!("go_heap_inuse_mib ({kib} KiB)"), &|r| {
+                m(r).go_heap_inuse_mib.unwrap_or(f64::NAN)
             });
             add("S2", format!("idle_cpu_seconds ({kib} KiB)"), &|r| {
                 m(r).idle_cpu_seconds
@@ -192,6 +313,7 @@ impl Report {
         add("S3", "all_changed_ms".into(), &|r| r.s3.all_changed_ms);
         add("S3", "changed".into(), &|r| r.s3.changed as f64);
         add("S3", "workload_writes".into(), &|r| r.s3.workload_writes as f64);
+        add("S3", "refused_writes".into(), &|r| r.s3.refused_writes as f64);
         add("S4", "startup_requests".into(), &|r| r.s4.startup_requests as f64);
         add("S4", "per_change_requests".into(), &|r| r.s4.per_change_requests);
         add("S4", "per_change_workload_writes".into(), &|r| {
@@ -209,6 +331,7 @@ impl Report {
             r.s6.replicasets_per_deployment_max as f64
         });
         add("S6", "workload_writes".into(), &|r| r.s6.workload_writes as f64);
+        add("S6", "refused_writes".into(), &|r| r.s6.refused_writes as f64);
         add("S7", "replicasets_per_deployment_mean".into(), &|r| {
             r.s7.replicasets_per_deployment_mean
         });
@@ -218,20 +341,44 @@ impl Report {
         add("S7", "workload_writes".into(), &|r| r.s7.workload_writes as f64);
         add("S8", "deployments_rolled".into(), &|r| r.s8.rolled as f64);
         add("S8", "deployments_left_broken".into(), &|r| r.s8.broken as f64);
+        add("S11", "after_readyz_median_ms".into(), &|r| r.s11.median_ms);
+        add("S11", "after_readyz_max_ms".into(), &|r| r.s11.max_ms);
+        let defaults = |f: fn(&crate::scenarios::DefaultsPass) -> f64| {
+            move |r: &ControllerResult| r.defaults.as_ref().map_or(f64::NAN, f)
+        };
+        add("Defaults", "S1 p50_ms".into(), &defaults(|d| d.s1.p50_ms));
+        add("Defaults", "S1 p99_ms".into(), &defaults(|d| d.s1.p99_ms));
+        add("Defaults", "S1 missed".into(), &defaults(|d| d.s1.missed as f64));
+        add(
+            "Defaults",
+            "S3 all_changed_ms".into(),
+            &defaults(|d| d.s3.all_changed_ms),
+        );
+        add(
+            "Defaults",
+            "S3 changed".into(),
+            &defaults(|d| d.s3.changed as f64),
+        );
         if self.safety_only {
             rows.retain(|r| ["S6", "S7", "S8"].contains(&r.scenario));
         }
+        rows.retain(|r| r.values.iter().any(|v| v.rounds > 0));
         rows
     }
 
-    /// One table per scenario: each controller's figure and wave ÷ each peer.
+    /// One table per scenario: each controller's median (with min–max over the rounds) and wave's
+    /// median ÷ each peer's.
     pub fn markdown(&self) -> String {
         let names: Vec<&str> = self.results.iter().map(|(n, _)| *n).collect();
         let peers = &names[1.min(names.len())..];
+        let rounds = self.results.first().map_or(0, |(_, r)| r.len());
         let mut out = format!(
-            "Commit `{}`, {}, on {}. Sizes: `{}`.\n",
+            "Commit `{}`, {}, on {}. Sizes: `{}`.\nMedian of {rounds} rounds, (min–max) where they differ.\n",
             self.commit, self.date, self.machine, self.sizes
         );
+        for (name, limit) in &self.fixed_limits {
+            out += &format!("{name} is limited by {limit}.\n");
+        }
         let mut current = "";
         let rows = if names.is_empty() { Vec::new() } else { self.rows() };
         for row in rows {
@@ -245,10 +392,10 @@ impl Report {
             }
             out += &format!("| {} |", row.metric);
             for v in &row.values {
-                out += &format!(" {} |", figure(*v));
+                out += &format!(" {} |", v.cell());
             }
             for i in 1..row.values.len() {
-                let ratio = row.values[0] / row.values[i];
+                let ratio = row.values[0].median / row.values[i].median;
                 out += &format!(
                     " {} |",
                     if ratio.is_finite() {
@@ -307,12 +454,20 @@ impl Report {
             RGBColor(44, 160, 44),
         ];
 
-        let max_ms = self
+        // Every round's S1 samples, pooled.
+        let pooled: Vec<Vec<f64>> = self
             .results
             .iter()
-            .map(|(_, r)| r.s1.max_ms)
-            .filter(|v| v.is_finite())
-            .fold(1.0, f64::max);
+            .map(|(_, runs)| {
+                let mut s: Vec<f64> = runs
+                    .iter()
+                    .flat_map(|r| r.s1.samples.iter().filter_map(|x| x.ms))
+                    .collect();
+                s.sort_by(f64::total_cmp);
+                s
+            })
+            .collect();
+        let max_ms = pooled.iter().flat_map(|s| s.last()).copied().fold(1.0, f64::max);
         let mut cdf = ChartBuilder::on(&left)
             .caption("S1: config change → template changed (CDF)", ("sans-serif", 20))
             .margin(15)
@@ -325,9 +480,7 @@ impl Report {
             .y_desc("fraction of updates")
             .draw()
             .map_err(|e| e.to_string())?;
-        for (i, (name, r)) in self.results.iter().enumerate() {
-            let mut s = r.s1_samples_ms.clone();
-            s.sort_by(f64::total_cmp);
+        for (i, ((name, _), s)) in self.results.iter().zip(&pooled).enumerate() {
             let n = s.len().max(1) as f64;
             let color = colors[i % colors.len()];
             cdf.draw_series(LineSeries::new(
@@ -347,16 +500,31 @@ impl Report {
             .draw()
             .map_err(|e| e.to_string())?;
 
-        // S2: steady RSS, one group per payload size, one bar per controller.
+        // S2: the median steady RSS over the rounds, one group per payload size, one bar per controller.
+        let memory: Vec<Vec<(f64, f64)>> = self
+            .results
+            .iter()
+            .map(|(_, runs)| {
+                let sizes = runs.first().map_or(0, |r| r.s2.len());
+                (0..sizes)
+                    .map(|g| {
+                        let of = |f: fn(&crate::scenarios::Memory) -> f64| {
+                            median(&runs.iter().filter_map(|r| r.s2.get(g).map(f)).collect::<Vec<_>>())
+                        };
+                        (of(|m| m.steady_rss_mib), of(|m| m.peak_rss_mib))
+                    })
+                    .collect()
+            })
+            .collect();
         let payloads: Vec<usize> = self
             .results
             .first()
-            .map(|(_, r)| r.s2.iter().map(|m| m.payload_kib).collect())
+            .and_then(|(_, runs)| runs.first())
+            .map(|r| r.s2.iter().map(|m| m.payload_kib).collect())
             .unwrap_or_default();
-        let max_mib = self
-            .results
+        let max_mib = memory
             .iter()
-            .flat_map(|(_, r)| r.s2.iter().map(|m| m.peak_rss_mib))
+            .flat_map(|m| m.iter().map(|(_, peak)| *peak))
             .fold(1.0, f64::max);
         let groups = payloads.len().max(1) as f64;
         let per = self.results.len().max(1) as f64;
@@ -384,20 +552,20 @@ impl Report {
             )
         }))
         .map_err(|e| e.to_string())?;
-        for (i, (name, r)) in self.results.iter().enumerate() {
+        for (i, ((name, _), m)) in self.results.iter().zip(&memory).enumerate() {
             let color = colors[i % colors.len()];
             let x = |g: usize| g as f64 + 0.1 + 0.8 * i as f64 / per;
             let w = 0.8 / per * 0.9;
             bars.draw_series(
-                r.s2.iter().enumerate().map(|(g, m)| {
-                    Rectangle::new([(x(g), 0.0), (x(g) + w, m.steady_rss_mib)], color.filled())
+                m.iter().enumerate().map(|(g, (steady, _))| {
+                    Rectangle::new([(x(g), 0.0), (x(g) + w, *steady)], color.filled())
                 }),
             )
             .map_err(|e| e.to_string())?
             .label(*name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.filled()));
-            bars.draw_series(r.s2.iter().enumerate().map(|(g, m)| {
-                Rectangle::new([(x(g), 0.0), (x(g) + w, m.peak_rss_mib)], color.stroke_width(1))
+            bars.draw_series(m.iter().enumerate().map(|(g, (_, peak))| {
+                Rectangle::new([(x(g), 0.0), (x(g) + w, *peak)], color.stroke_width(1))
             }))
             .map_err(|e| e.to_string())?;
         }
@@ -452,4 +620,125 @@ fn machine() -> String {
         })
         .map_or(0.0, |kib| kib / 1024.0 / 1024.0);
     format!("{cores} cores ({model}), {mem_gib:.0} GiB")
+}
+
+/// What was measured with what: Kubernetes and kwok (from the control plane's own binaries), the
+/// toolchains, and each controller binary's file name and SHA-256 (never its path on this machine).
+fn versions(profiles: &[Profile]) -> Value {
+    let first_line = |cmd: &mut Command| {
+        cmd.output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .next()
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| "unknown".into())
+    };
+    let bin_dir = first_line(Command::new(testenv::repo_root().join("hack/testenv")).arg("build"));
+    let bin = |name: &str| Path::new(&bin_dir).join(name);
+    let mut controllers = json!({});
+    for p in profiles {
+        controllers[p.name] = json!({
+            "binary": p.bin.file_name().map(|n| n.to_string_lossy().to_string()),
+            "sha256": controller::sha256_file(&p.bin).unwrap_or_else(|e| format!("unreadable: {e}")),
+        });
+    }
+    json!({
+        "kubernetes": first_line(Command::new(bin("kube-apiserver")).arg("--version")),
+        "kwok": first_line(Command::new(bin("kwok")).arg("--version")),
+        "rustc": first_line(Command::new("rustc").arg("--version")),
+        "go": first_line(Command::new("go").arg("version")),
+        "controllers": controllers,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenarios::{FanOut, Latency, LatencySample, Storm};
+
+    /// A report of one wave round that passes every smoke check: S1 all seen, S3 whole, no restart
+    /// write, one ReplicaSet per change at most.
+    fn healthy() -> Report {
+        let r = ControllerResult {
+            s1: Latency {
+                samples: vec![LatencySample {
+                    kind: "configmap",
+                    ms: Some(10.0),
+                }],
+                ..Default::default()
+            },
+            s3: FanOut {
+                deployments: 5,
+                changed: 5,
+                ..Default::default()
+            },
+            s6: Storm {
+                changes: 3,
+                replicasets_per_deployment_max: 2,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Report {
+            commit: "c".into(),
+            machine: "m".into(),
+            date: "d".into(),
+            sizes: json!({}),
+            versions: json!({}),
+            results: vec![("wave", vec![r])],
+            fixed_limits: Vec::new(),
+            chaos: None,
+            safety_only: false,
+        }
+    }
+
+    #[test]
+    fn a_spread_is_the_median_min_and_max_of_the_finite_rounds() {
+        let s = Spread::of(&[3.0, f64::NAN, 1.0, 10.0]);
+        assert_eq!((s.median, s.min, s.max, s.rounds), (3.0, 1.0, 10.0, 3));
+        assert_eq!(Spread::of(&[2.0, 4.0]).median, 3.0);
+        assert!(Spread::of(&[f64::NAN]).median.is_nan());
+        assert_eq!(Spread::of(&[1.5, 2.5, 2.0]).cell(), "2 (1.50–2.50)");
+        assert_eq!(Spread::of(&[7.0]).cell(), "7");
+    }
+
+    #[test]
+    fn the_smoke_check_passes_a_healthy_round() {
+        assert_eq!(healthy().check_smoke(), Ok(()));
+    }
+
+    #[test]
+    fn the_smoke_check_fails_on_a_timeout_a_missed_update_a_partial_fan_out_a_restart_write_and_a_storm() {
+        let breaks: [(&str, fn(&mut ControllerResult)); 5] = [
+            ("waits gave up: wave (round 1): S11", |r| r.s11.timed_out = true),
+            ("S1 missed 1 updates", |r| {
+                r.s1.missed = 1;
+            }),
+            ("S3 changed 4 of 5", |r| r.s3.changed = 4),
+            ("1 workload writes on a restart", |r| {
+                r.s5.workload_writes = 1;
+            }),
+            ("S6 made 4 ReplicaSets for one Deployment from 3 changes", |r| {
+                r.s6.replicasets_per_deployment_max = 4;
+            }),
+        ];
+        for (expected, break_it) in breaks {
+            let mut report = healthy();
+            break_it(&mut report.results[0].1[0]);
+            let err = report.check_smoke().expect_err(expected);
+            assert!(err.contains(expected), "{err:?} does not say {expected:?}");
+        }
+    }
+
+    #[test]
+    fn a_peer_may_write_on_restart_without_failing_the_smoke() {
+        let mut report = healthy();
+        report.results[0].0 = "reloader";
+        report.results[0].1[0].s5.workload_writes = 3;
+        assert_eq!(report.check_smoke(), Ok(()));
+    }
 }
