@@ -17,6 +17,24 @@ pub type Counts = BTreeMap<String, u64>;
 /// except those in namespace `skip`. A watch counts once, when it starts; every other request when it
 /// completes.
 pub fn count(log: &Path, user: &str, skip: &str, from: Timestamp, to: Timestamp) -> Counts {
+    count_where(log, user, from, to, |ns| ns != Some(skip))
+}
+
+/// The requests `user` made between `from` and `to` in namespace `ns`, or in a namespace named
+/// `ns-<anything>` (a scenario that spreads over several).
+pub fn count_in(log: &Path, user: &str, ns: &str, from: Timestamp, to: Timestamp) -> Counts {
+    count_where(log, user, from, to, |n| {
+        n.is_some_and(|n| n == ns || n.strip_prefix(ns).is_some_and(|rest| rest.starts_with('-')))
+    })
+}
+
+fn count_where(
+    log: &Path,
+    user: &str,
+    from: Timestamp,
+    to: Timestamp,
+    namespace: impl Fn(Option<&str>) -> bool,
+) -> Counts {
     let mut counts = Counts::new();
     let Ok(text) = std::fs::read_to_string(log) else {
         return counts;
@@ -26,7 +44,7 @@ pub fn count(log: &Path, user: &str, skip: &str, from: Timestamp, to: Timestamp)
             continue;
         };
         if entry["user"]["username"].as_str() != Some(user)
-            || entry["objectRef"]["namespace"].as_str() == Some(skip)
+            || !namespace(entry["objectRef"]["namespace"].as_str())
         {
             continue;
         }

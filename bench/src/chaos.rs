@@ -61,9 +61,14 @@ pub struct ChaosResult {
 }
 
 /// A small deterministic generator (xorshift64*), so that a run can be repeated with its seed.
-struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
+    /// From a non-zero seed.
+    pub(crate) fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
@@ -71,7 +76,7 @@ impl Rng {
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
 }

@@ -106,7 +106,7 @@ async fn run_on(
     let audit_log = cluster.dir().join("logs/audit.log");
     // The readiness probe's canary is left out, as in the other scenarios.
     let cost = |from, to| audit::count(&audit_log, &user, CANARY_NS, from, to);
-    scenarios::populate(&client, args, profile).await?;
+    scenarios::populate(&client, args, profile, scenarios::S1Pods::None).await?;
     let mut changes = TemplateChanges::start(&client).await?;
     let started = Timestamp::now();
     let mut running = Running::start(profile, &kubeconfig, &log).map_err(|e| format!("starting: {e}"))?;

@@ -24,8 +24,10 @@ mod chaos;
 mod controller;
 mod from_reloader;
 mod history;
+mod loadtest;
 mod migration;
 mod report;
+mod scale;
 mod scenarios;
 
 use std::path::PathBuf;
@@ -87,6 +89,36 @@ pub struct Args {
     /// `--config-history`); the figures are printed and written to `<out>/h1.json`.
     #[arg(long)]
     pub history_only: bool,
+    /// Run only S10, the scale curve (each controller at each of --scale-sizes, up to the first it
+    /// does not survive); the figures are printed and written to `<out>/scale.json` and `scale.png`.
+    #[arg(long)]
+    pub scale_only: bool,
+    /// S10: sizes as DEPLOYMENTS:UNREFERENCED_SECRETS, smallest first.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1000:10000,5000:50000,20000:100000"
+    )]
+    pub scale_sizes: Vec<String>,
+    /// S10: the unreferenced Secrets' payload, in KiB.
+    #[arg(long, default_value_t = 4)]
+    pub scale_secret_kib: usize,
+    /// S10: a controller whose RSS passes this is killed, and the size counts as not survived.
+    #[arg(long, default_value_t = 16)]
+    pub scale_memory_ceiling_gib: u64,
+    /// S10: S1 updates at each size.
+    #[arg(long, default_value_t = 50)]
+    pub scale_updates: usize,
+    /// S10: the idle window for steady RSS at each size, in seconds.
+    #[arg(long, default_value_t = 120)]
+    pub scale_idle_seconds: u64,
+    /// Run only L1–L13, Stakater Reloader's load-test scenarios, for every controller; the figures are
+    /// printed and written to `<out>/loadtest.json`.
+    #[arg(long)]
+    pub loadtest_only: bool,
+    /// L1–L13: how long each scenario's changes go on, in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub loadtest_seconds: u64,
     /// Run only S6, S7 and S8 (with `--out` elsewhere, so the published results stay whole).
     #[arg(long)]
     pub safety_only: bool,
@@ -143,6 +175,29 @@ impl Args {
         }
     }
 
+    /// `--scale-sizes`, parsed and checked to grow.
+    pub fn scale_sizes(&self) -> Result<Vec<(usize, usize)>, String> {
+        let sizes = self
+            .scale_sizes
+            .iter()
+            .map(|s| {
+                let (d, u) = s.split_once(':').ok_or_else(|| {
+                    format!("--scale-sizes {s:?}: expected DEPLOYMENTS:UNREFERENCED_SECRETS, e.g. 1000:10000")
+                })?;
+                let n = |v: &str| {
+                    v.trim()
+                        .parse::<usize>()
+                        .map_err(|e| format!("--scale-sizes {s:?}: {v:?} is not a count: {e}"))
+                };
+                Ok((n(d)?, n(u)?))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        if sizes.is_empty() || sizes.windows(2).any(|w| w[1].0 < w[0].0) {
+            return Err("--scale-sizes: give at least one size, smallest first".into());
+        }
+        Ok(sizes)
+    }
+
     fn sized(mut self) -> Self {
         if self.smoke {
             self.namespaces = 2;
@@ -163,6 +218,10 @@ impl Args {
             self.chaos_seconds = 20;
             self.chaos_workloads = 10;
             self.chaos_fault_every = 4;
+            self.scale_sizes = vec!["10:20".into(), "20:40".into()];
+            self.scale_updates = 4;
+            self.scale_idle_seconds = 4;
+            self.loadtest_seconds = 3;
         }
         if self.safety_only {
             self.deployments = 0;
@@ -199,6 +258,22 @@ fn finish_partial<T: serde::Serialize>(
     }
 }
 
+/// L1–L13 for every profile, one after another.
+async fn run_loadtest(
+    args: &Args,
+    profiles: &[controller::Profile],
+) -> Result<Vec<(String, loadtest::LoadResult)>, String> {
+    let mut results = Vec::new();
+    for p in profiles {
+        eprintln!("== L1-L13 {}", p.name);
+        let r = loadtest::run(args, p)
+            .await
+            .map_err(|e| format!("{}: {e}", p.name))?;
+        results.push((p.name.to_string(), r));
+    }
+    Ok(results)
+}
+
 #[tokio::main]
 async fn main() {
     let args = Args::parse().sized();
@@ -232,6 +307,27 @@ async fn main() {
         };
         eprintln!("== H1 config history at the S1 size");
         finish_partial(&args, "H1", "h1.json", history::run(&args, wave).await);
+    }
+    if args.scale_only {
+        eprintln!("== S10 the scale curve");
+        let scale = scale::run(&args, &profiles).await;
+        if let Ok(s) = &scale {
+            let _ = std::fs::create_dir_all(&args.out);
+            if let Err(e) = s.chart(&args.out.join("scale.png")) {
+                eprintln!("no chart: {e}");
+            }
+            eprintln!("{}", s.markdown());
+        }
+        finish_partial(&args, "S10", "scale.json", scale);
+    }
+    if args.loadtest_only {
+        let suite = run_loadtest(&args, &profiles).await;
+        if let Ok(results) = &suite {
+            let named: Vec<(&str, loadtest::LoadResult)> =
+                results.iter().map(|(n, r)| (n.as_str(), r.clone())).collect();
+            eprintln!("{}", loadtest::LoadResult::markdown(&named));
+        }
+        finish_partial(&args, "L1-L13", "loadtest.json", suite);
     }
     if args.chaos_only {
         profiles.clear();
@@ -291,12 +387,80 @@ async fn main() {
         }
     }
     println!("{}", report.markdown());
-    if args.smoke
-        && let Err(e) = report.check_smoke()
-    {
-        eprintln!("smoke failed: {e}");
-        std::process::exit(1);
+    if args.smoke {
+        if let Err(e) = report.check_smoke() {
+            eprintln!("smoke failed: {e}");
+            std::process::exit(1);
+        }
+        // L1–L13 for a few seconds each: wave ends every workload current.
+        match run_loadtest(&args, &profiles).await {
+            Ok(results) => {
+                let named: Vec<(&str, loadtest::LoadResult)> =
+                    results.iter().map(|(n, r)| (n.as_str(), r.clone())).collect();
+                println!("{}", loadtest::LoadResult::markdown(&named));
+                for (name, r) in results.iter().filter(|(n, _)| n == "wave") {
+                    if let Some(s) = r.scenarios.iter().find(|s| s.stale > 0) {
+                        eprintln!(
+                            "smoke failed: {name} left {} workloads stale in {}",
+                            s.stale, s.id
+                        );
+                        std::process::exit(1);
+                    }
+                    if r.timed_out {
+                        eprintln!("smoke failed: {name}: L1-L13 did not converge");
+                        std::process::exit(1);
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("smoke failed: L1-L13: {e}");
+                std::process::exit(1);
+            }
+        }
+        // S10 at tiny sizes, so that the scale curve's code runs in CI too.
+        match scale::run(&args, &profiles).await {
+            Ok(s) => {
+                if let Some((name, p)) = s
+                    .curves
+                    .iter()
+                    .flat_map(|(n, c)| c.iter().map(move |p| (n, p)))
+                    .find(|(_, p)| !p.survived)
+                {
+                    eprintln!(
+                        "smoke failed: S10 {name} at {} Deployments: {:?}",
+                        p.deployments, p.failure
+                    );
+                    std::process::exit(1);
+                }
+                println!("{}", s.markdown());
+            }
+            Err(e) => {
+                eprintln!("smoke failed: S10: {e}");
+                std::process::exit(1);
+            }
+        }
     }
     // Do not wait for the runtime to wind down the Deployment watch: the work is done.
     std::process::exit(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_sizes(sizes: &str) -> Args {
+        Args::parse_from(["wave-bench", "--scale-sizes", sizes])
+    }
+
+    #[test]
+    fn scale_sizes_are_deployments_colon_secrets_smallest_first() {
+        assert_eq!(
+            with_sizes("1000:10000,20000:100000").scale_sizes(),
+            Ok(vec![(1000, 10_000), (20_000, 100_000)])
+        );
+        let err = |s: &str| with_sizes(s).scale_sizes().unwrap_err();
+        assert!(err("1000").contains("expected DEPLOYMENTS:UNREFERENCED_SECRETS"));
+        assert!(err("1000:many").contains("\"many\" is not a count"));
+        assert!(err("5000:1,1000:1").contains("smallest first"));
+    }
 }

@@ -437,22 +437,11 @@ impl Report {
     }
 
     fn chart(&self, path: &Path) -> Result<(), String> {
-        let font = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
-            .map_err(|e| format!("no DejaVuSans font for the labels: {e}"))?;
-        plotters::style::register_font(
-            "sans-serif",
-            FontStyle::Normal,
-            Box::leak(font.into_boxed_slice()),
-        )
-        .map_err(|_| "the font cannot be read".to_string())?;
+        register_font()?;
         let root = BitMapBackend::new(path, (1200, 480)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let (left, right) = root.split_horizontally(640);
-        let colors = [
-            RGBColor(31, 119, 180),
-            RGBColor(255, 127, 14),
-            RGBColor(44, 160, 44),
-        ];
+        let colors = COLORS;
 
         // Every round's S1 samples, pooled.
         let pooled: Vec<Vec<f64>> = self
@@ -577,6 +566,29 @@ impl Report {
             .map_err(|e| e.to_string())?;
         root.present().map_err(|e| e.to_string())
     }
+}
+
+/// One color per controller, in run order (wave, Wave, Reloader), in every chart.
+pub const COLORS: [RGBColor; 3] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+];
+
+/// Makes the system's DejaVu Sans the charts' "sans-serif" (plotters draws text with ab_glyph).
+pub fn register_font() -> Result<(), String> {
+    static FONT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    FONT.get_or_init(|| {
+        let font = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+            .map_err(|e| format!("no DejaVuSans font for the labels: {e}"))?;
+        plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            Box::leak(font.into_boxed_slice()),
+        )
+        .map_err(|_| "the font cannot be read".to_string())
+    })
+    .clone()
 }
 
 fn figure(v: f64) -> String {
@@ -713,7 +725,8 @@ mod tests {
 
     #[test]
     fn the_smoke_check_fails_on_a_timeout_a_missed_update_a_partial_fan_out_a_restart_write_and_a_storm() {
-        let breaks: [(&str, fn(&mut ControllerResult)); 5] = [
+        type Break = fn(&mut ControllerResult);
+        let breaks: [(&str, Break); 5] = [
             ("waits gave up: wave (round 1): S11", |r| r.s11.timed_out = true),
             ("S1 missed 1 updates", |r| {
                 r.s1.missed = 1;

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodTemplateSpec, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
@@ -45,6 +45,12 @@ const STEADY_WINDOW: Duration = Duration::from_secs(120);
 const CREATE_CONCURRENCY: usize = 16;
 /// The namespace of the readiness probe; its requests are left out of every count.
 pub(crate) const CANARY_NS: &str = "bench-canary";
+/// Canary pairs: each readiness probe uses the next, so that no canary object changes often enough to
+/// trip wave's flap breaker (more than 10 changes in 10 minutes, per object) and no probe's change waits
+/// out the coalescing interval of the previous probe's rollout (per workload).
+const CANARIES: usize = 16;
+/// Readiness probes so far in this process (the next canary pair to use).
+static PROBES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 type Error = String;
 
@@ -185,11 +191,23 @@ pub async fn run(args: &Args, profile: &Profile, defaults_pass: bool) -> Result<
     let _ = std::fs::remove_dir_all(&dir);
     let cluster = testenv::Cluster::start_in(dir.clone(), &["--audit", "--nodes", "4"]);
     let result = run_on(args, profile, &cluster, defaults_pass).await;
+    let result = result.map_err(|e| format!("{e} (logs: {})", keep_logs(&cluster, args, profile).display()));
     cluster.stop();
-    if result.is_ok() {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+    let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// Copies a failed run's logs (the controller's, the control plane's, the audit log) to
+/// `<out>/failed-<controller>/`, since stopping the control plane removes its directory.
+pub(crate) fn keep_logs(cluster: &testenv::Cluster, args: &Args, profile: &Profile) -> std::path::PathBuf {
+    let to = args.out.join(format!("failed-{}", profile.name));
+    let _ = std::fs::create_dir_all(&to);
+    if let Ok(entries) = std::fs::read_dir(cluster.dir().join("logs")) {
+        for entry in entries.flatten() {
+            let _ = std::fs::copy(entry.path(), to.join(entry.file_name()));
+        }
+    }
+    to
 }
 
 async fn run_on(
@@ -206,7 +224,7 @@ async fn run_on(
     let cost = |from, to| audit::count(&audit_log, &user, CANARY_NS, from, to);
 
     let t = Instant::now();
-    populate(&client, args, profile).await?;
+    populate(&client, args, profile, S1Pods::One).await?;
     wait_settled(&client, None, args).await?;
     eprintln!("  populated in {:.0?}", t.elapsed());
     let mut changes = TemplateChanges::start(&client).await?;
@@ -336,7 +354,7 @@ async fn run_on(
 }
 
 /// S2's idle window: RSS once a second, CPU time over the window, and a Go peer's heap at its end.
-async fn idle_window(
+pub(crate) async fn idle_window(
     running: &mut Running,
     profile: &Profile,
     args: &Args,
@@ -548,16 +566,31 @@ async fn apiserver_restart(
     Ok(result)
 }
 
-/// A digest of a Deployment's pod template: any change of it is a rollout.
-fn template_fingerprint(d: &Deployment) -> u64 {
+/// A digest of a workload's pod template: any change of it is a rollout.
+fn template_fingerprint<K: HasTemplate>(w: &K) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    serde_json::to_string(&d.spec.as_ref().map(|s| &s.template))
+    serde_json::to_string(&w.template())
         .unwrap_or_default()
         .hash(&mut h);
     h.finish()
 }
+/// Whether S1's Deployments run a pod each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum S1Pods {
+    /// One replica on kwok (S1 and S3 as a cluster runs them).
+    One,
+    /// `replicas: 0`, where pods would measure the scheduler instead (S10's 20,000 Deployments; H1,
+    /// whose published figures were taken so).
+    None,
+}
+
 /// The same objects for every controller; only the opt-in annotation differs.
-pub(crate) async fn populate(client: &Client, args: &Args, profile: &Profile) -> Result<(), Error> {
+pub(crate) async fn populate(
+    client: &Client,
+    args: &Args,
+    profile: &Profile,
+    s1_pods: S1Pods,
+) -> Result<(), Error> {
     let mut namespaces: Vec<String> = (0..args.namespaces).map(|i| format!("bench-{i}")).collect();
     namespaces.extend(
         [
@@ -612,11 +645,12 @@ pub(crate) async fn populate(client: &Client, args: &Args, profile: &Profile) ->
             "secret",
             json!({"metadata": {"name": sec}, "stringData": {"password": "v0"}}),
         ));
-        objects.push((
-            ns,
-            "deploy",
-            with_pods(deployment(&format!("app-{j}"), &sec, Some(&cm))),
-        ));
+        let body = deployment(&format!("app-{j}"), &sec, Some(&cm));
+        let body = match s1_pods {
+            S1Pods::One => with_pods(body),
+            S1Pods::None => body,
+        };
+        objects.push((ns, "deploy", body));
     }
     for (ns, secret, prefix, n) in [
         (FANOUT_NS, "shared", "fan", args.fanout),
@@ -656,21 +690,36 @@ pub(crate) async fn populate(client: &Client, args: &Args, profile: &Profile) ->
         });
         objects.push((BAD_NS.into(), "deploy", body));
     }
-    objects.push((
-        CANARY_NS.into(),
-        "cm",
-        json!({"metadata": {"name": "canary"}, "data": {"n": "0"}}),
-    ));
+    // Per pair: `canary-cm-N` uses ConfigMap `canary-N` (and a Secret that never changes), and
+    // `canary-secret-N` uses Secret `canary-N`.
     objects.push((
         CANARY_NS.into(),
         "secret",
-        json!({"metadata": {"name": "canary"}, "stringData": {"password": "v0"}}),
+        json!({"metadata": {"name": "canary-static"}, "stringData": {"password": "v0"}}),
     ));
-    objects.push((
-        CANARY_NS.into(),
-        "deploy",
-        deployment("canary", "canary", Some("canary")),
-    ));
+    for i in 0..CANARIES {
+        let name = format!("canary-{i}");
+        objects.push((
+            CANARY_NS.into(),
+            "cm",
+            json!({"metadata": {"name": name}, "data": {"n": "0"}}),
+        ));
+        objects.push((
+            CANARY_NS.into(),
+            "secret",
+            json!({"metadata": {"name": name}, "stringData": {"password": "v0"}}),
+        ));
+        objects.push((
+            CANARY_NS.into(),
+            "deploy",
+            deployment(&format!("canary-cm-{i}"), "canary-static", Some(&name)),
+        ));
+        objects.push((
+            CANARY_NS.into(),
+            "deploy",
+            deployment(&format!("canary-secret-{i}"), &name, None),
+        ));
+    }
     futures::stream::iter(objects)
         .map(|(ns, kind, body)| {
             let client = client.clone();
@@ -689,7 +738,7 @@ pub(crate) async fn populate(client: &Client, args: &Args, profile: &Profile) ->
 }
 
 /// Replaces the unreferenced Secrets with `count` of `kib` KiB each.
-async fn fill_unreferenced(client: &Client, count: usize, kib: usize) -> Result<(), Error> {
+pub(crate) async fn fill_unreferenced(client: &Client, count: usize, kib: usize) -> Result<(), Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), "bench-unref");
     api.delete_collection(&DeleteParams::default(), &ListParams::default())
         .await
@@ -749,10 +798,11 @@ where
         .map_err(|e| format!("patching {ns}/{name}: {e}"))
 }
 
-/// Changes the canary ConfigMap every 250 ms until the controller rolls the canary Deployment, then the
-/// canary Secret the same way; returns when the second was rolled. Both kinds, because a controller
-/// may list and watch them separately (Reloader does): ready for one is not ready for the other. A
-/// controller that misses changes made before it listed is caught by the next one.
+/// Changes a fresh canary ConfigMap until the controller rolls its Deployment, then a fresh canary
+/// Secret the same way; returns when the second was rolled. Both kinds, because a controller may list
+/// and watch them separately (Reloader does): ready for one is not ready for the other. A controller
+/// that misses changes made before it listed is caught by a later one; the retries back off from
+/// 250 ms to 8 s, so a slow start changes a canary only a few times.
 pub(crate) async fn probe_ready(
     client: &Client,
     changes: &mut TemplateChanges,
@@ -761,11 +811,19 @@ pub(crate) async fn probe_ready(
 ) -> Result<Instant, Error> {
     let limit = args.limit(Duration::from_secs(600));
     let deadline = Instant::now() + limit;
-    let mut n = 0;
+    let pair = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % CANARIES;
+    let object = format!("canary-{pair}");
+    let mut seen = None;
     for kind in ["configmap", "secret"] {
-        loop {
+        let deployment = format!(
+            "{CANARY_NS}/canary-{}-{pair}",
+            if kind == "configmap" { "cm" } else { "secret" }
+        );
+        let mut wait = Duration::from_millis(250);
+        let mut n = 0;
+        seen = loop {
             if !running.is_alive() {
-                return Err("the controller exited; see its log in the run directory".into());
+                return Err("the controller exited; see its log".into());
             }
             if Instant::now() >= deadline {
                 return Err(format!(
@@ -774,25 +832,20 @@ pub(crate) async fn probe_ready(
             }
             changes.drain();
             n += 1;
+            let value = format!("probe-{}-{n}", PROBES.load(std::sync::atomic::Ordering::Relaxed));
             if kind == "configmap" {
-                let body = json!({"data": {"n": n.to_string()}});
-                patch::<ConfigMap>(client, CANARY_NS, "canary", body).await?;
+                patch::<ConfigMap>(client, CANARY_NS, &object, json!({"data": {"n": value}})).await?;
             } else {
-                let body = json!({"stringData": {"password": format!("p{n}")}});
-                patch::<Secret>(client, CANARY_NS, "canary", body).await?;
+                let body = json!({"stringData": {"password": value}});
+                patch::<Secret>(client, CANARY_NS, &object, body).await?;
             }
-            if let Some(at) = changes
-                .wait_for(&format!("{CANARY_NS}/canary"), Duration::from_millis(250))
-                .await
-            {
-                if kind == "secret" {
-                    return Ok(at);
-                }
-                break;
+            if let Some(at) = changes.wait_for(&deployment, wait).await {
+                break Some(at);
             }
-        }
+            wait = (wait * 2).min(Duration::from_secs(8));
+        };
     }
-    unreachable!("the loop returns once the Secret change is handled")
+    seen.ok_or_else(|| "no canary was probed".to_string())
 }
 
 pub(crate) async fn wait_all_hashed(client: &Client, args: &Args) -> Result<(), Error> {
@@ -801,7 +854,7 @@ pub(crate) async fn wait_all_hashed(client: &Client, args: &Args) -> Result<(), 
         + args.storm_deployments
         + args.flap_deployments
         + args.bad_deployments
-        + 1;
+        + 2 * CANARIES;
     let api: Api<Deployment> = Api::all(client.clone());
     let limit = args.limit(Duration::from_secs(900));
     let deadline = Instant::now() + limit;
@@ -986,7 +1039,7 @@ async fn wait_observed(client: &Client, ns: &str, args: &Args) -> Result<(), Err
 /// Waits until every Deployment in `ns` (all namespaces: `None`) has finished its rollout, so that
 /// what follows is not measured inside the Deployment controller's backlog. S8's Deployments are left
 /// out: after S8 some of them never finish, by design.
-async fn wait_settled(client: &Client, ns: Option<&str>, args: &Args) -> Result<(), Error> {
+pub(crate) async fn wait_settled(client: &Client, ns: Option<&str>, args: &Args) -> Result<(), Error> {
     wait_deployments(client, ns, args, "finished every rollout", |d| {
         d.namespace().as_deref() != Some(BAD_NS) && is_rolling(d)
     })
@@ -1047,63 +1100,132 @@ async fn replicasets_per_owner(client: &Client, ns: &str) -> Result<HashMap<Stri
     Ok(per)
 }
 
-/// Every change of a Deployment's pod template, as `namespace/name` and when it was seen.
+/// A workload kind with a pod template.
+pub(crate) trait HasTemplate:
+    kube::Resource<DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    fn template(&self) -> Option<&PodTemplateSpec>;
+}
+
+impl HasTemplate for Deployment {
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
+}
+
+impl HasTemplate for StatefulSet {
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
+}
+
+impl HasTemplate for DaemonSet {
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
+}
+
+/// Sends `namespace/name` and the time for every change of a `K`'s pod template; the receiver fires
+/// once the first list is in.
+fn watch_templates<K: HasTemplate>(
+    client: &Client,
+    tx: mpsc::UnboundedSender<(String, Instant)>,
+) -> tokio::sync::oneshot::Receiver<()> {
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let api: Api<K> = Api::all(client.clone());
+    tokio::spawn(async move {
+        let mut ready = Some(ready_tx);
+        let mut last: HashMap<String, u64> = HashMap::new();
+        let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
+        while let Some(event) = stream.next().await {
+            let (w, initial) = match event {
+                Ok(Event::Apply(w)) => (w, false),
+                Ok(Event::InitApply(w)) => (w, true),
+                Ok(Event::InitDone) => {
+                    if let Some(r) = ready.take() {
+                        let _ = r.send(());
+                    }
+                    continue;
+                }
+                Ok(_) => continue,
+                // The apiserver is away (S11): retry without spinning on the two cores measured.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
+            let key = format!("{}/{}", w.namespace().unwrap_or_default(), w.name_any());
+            let fp = template_fingerprint(&w);
+            if last.insert(key.clone(), fp).is_some_and(|old| old != fp) && !initial {
+                let _ = tx.send((key, Instant::now()));
+            }
+        }
+    });
+    ready_rx
+}
+
+/// Every change of a workload's pod template, as `namespace/name` and when it was seen. Whatever reads
+/// the changes, the last change of every workload stays known ([`TemplateChanges::last`]).
 pub(crate) struct TemplateChanges {
     rx: mpsc::UnboundedReceiver<(String, Instant)>,
+    last: HashMap<String, Instant>,
 }
 
 impl TemplateChanges {
+    /// Watches every Deployment, StatefulSet and DaemonSet; returns once all three have listed.
     pub(crate) async fn start(client: &Client) -> Result<Self, Error> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let api: Api<Deployment> = Api::all(client.clone());
-        tokio::spawn(async move {
-            let mut ready = Some(ready_tx);
-            let mut last: HashMap<String, u64> = HashMap::new();
-            let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
-            while let Some(event) = stream.next().await {
-                let (d, initial) = match event {
-                    Ok(Event::Apply(d)) => (d, false),
-                    Ok(Event::InitApply(d)) => (d, true),
-                    Ok(Event::InitDone) => {
-                        if let Some(r) = ready.take() {
-                            let _ = r.send(());
-                        }
-                        continue;
-                    }
-                    Ok(_) => continue,
-                    // The apiserver is away (S11): retry without spinning on the two cores measured.
-                    Err(_) => {
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                        continue;
-                    }
-                };
-                let key = format!("{}/{}", d.namespace().unwrap_or_default(), d.name_any());
-                let fp = template_fingerprint(&d);
-                if last.insert(key.clone(), fp).is_some_and(|old| old != fp) && !initial {
-                    let _ = tx.send((key, Instant::now()));
-                }
-            }
-        });
-        tokio::time::timeout(Duration::from_secs(60), ready_rx)
-            .await
-            .map_err(|_| "the Deployment watch did not list within 60 s".to_string())?
-            .map_err(|_| "the Deployment watch ended".to_string())?;
-        Ok(Self { rx })
+        let ready = [
+            watch_templates::<Deployment>(client, tx.clone()),
+            watch_templates::<StatefulSet>(client, tx.clone()),
+            watch_templates::<DaemonSet>(client, tx),
+        ];
+        for r in ready {
+            tokio::time::timeout(Duration::from_secs(60), r)
+                .await
+                .map_err(|_| "a workload watch did not list within 60 s".to_string())?
+                .map_err(|_| "a workload watch ended".to_string())?;
+        }
+        Ok(Self {
+            rx,
+            last: HashMap::new(),
+        })
     }
 
+    /// When each workload's template last changed, as far as seen now.
+    pub(crate) fn last(&mut self) -> &HashMap<String, Instant> {
+        self.drain();
+        &self.last
+    }
+
+    /// The next change, within `deadline`.
+    async fn next(&mut self, deadline: tokio::time::Instant) -> Option<(String, Instant)> {
+        let (k, at) = tokio::time::timeout_at(deadline, self.rx.recv()).await.ok()??;
+        self.last.insert(k.clone(), at);
+        Some((k, at))
+    }
+
+    /// Forgets the changes not yet read (their times stay in [`TemplateChanges::last`]).
     fn drain(&mut self) {
-        while self.rx.try_recv().is_ok() {}
+        while let Ok((k, at)) = self.rx.try_recv() {
+            self.last.insert(k, at);
+        }
     }
 
     /// When `key` next changes, if within `timeout`.
     async fn wait_for(&mut self, key: &str, timeout: Duration) -> Option<Instant> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
-                Ok(Some((k, at))) if k == key => return Some(at),
-                Ok(Some(_)) => continue,
-                _ => return None,
+            match self.next(deadline).await {
+                Some((k, at)) if k == key => return Some(at),
+                Some(_) => continue,
+                None => return None,
             }
         }
     }
@@ -1113,12 +1235,12 @@ impl TemplateChanges {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut seen = HashMap::new();
         while seen.len() < keys.len() {
-            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
-                Ok(Some((k, at))) if keys.contains(&k) => {
+            match self.next(deadline).await {
+                Some((k, at)) if keys.contains(&k) => {
                     seen.entry(k).or_insert(at);
                 }
-                Ok(Some(_)) => continue,
-                _ => break,
+                Some(_) => continue,
+                None => break,
             }
         }
         seen
@@ -1128,9 +1250,8 @@ impl TemplateChanges {
     async fn quiet(&mut self, quiet: Duration, limit: Duration) -> bool {
         let end = tokio::time::Instant::now() + limit;
         while tokio::time::Instant::now() < end {
-            match tokio::time::timeout(quiet, self.rx.recv()).await {
-                Ok(Some(_)) => continue,
-                _ => return true,
+            if self.next(tokio::time::Instant::now() + quiet).await.is_none() {
+                return true;
             }
         }
         false

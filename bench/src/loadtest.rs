@@ -1,0 +1,946 @@
+//! L1–L13: the thirteen scenarios of Stakater Reloader's own load-test suite (`test/loadtest` in its
+//! repository at v1.4.21), written here from their descriptions and run for every controller, so that
+//! wave is measured on the peer's own ground too.
+//!
+//! ```text
+//! per controller: testenv up --audit ─► start ─► ready
+//! ─► per scenario, in its own namespace: create its objects ─► settled ─► changes for --loadtest-seconds
+//!    (the time of each object's last real change is kept)
+//! ─► wait until every workload of every scenario changed its template after the last change of every
+//!    object it uses (or the limit: wave's flap breaker holds a flapping object for 5 minutes)
+//! ─► per scenario, from the audit log: writes (successful and refused); from the watch: stale workloads
+//! ```
+//!
+//! "Expected reloads" is Reloader's own expectation: every change reloads every workload that uses the
+//! object. wave and Wave write fewer on purpose (coalescing, the flap breaker, identical hashes); a
+//! workload is correct when it ends current, which `stale` counts.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::Args;
+use crate::audit;
+use crate::chaos::Rng;
+use crate::controller::{Profile, Running};
+use crate::scenarios::{self, TemplateChanges};
+
+type Error = String;
+
+/// Reloader's opt-in and pause annotations (L12 uses them for every controller that reads them).
+const RELOADER_AUTO: &str = "reloader.stakater.com/auto";
+const PAUSE_PERIOD: &str = "deployment.reloader.stakater.com/pause-period";
+
+/// One scenario's figures for one controller.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LoadScenario {
+    pub id: &'static str,
+    pub name: &'static str,
+    /// Why the controller cannot take part (the row is kept, with this instead of figures).
+    pub not_applicable: Option<String>,
+    pub workloads: usize,
+    /// Updates that changed an object's data.
+    pub changes: u64,
+    /// Updates that changed nothing a controller should act on (L4).
+    pub noop_updates: u64,
+    /// Every change reloads every workload using the object: Reloader's expectation.
+    pub expected_reloads: u64,
+    pub workload_writes: u64,
+    pub refused_writes: u64,
+    /// Workloads whose template never changed after the last change of an object they use.
+    pub stale: usize,
+    /// From the scenario's last change until its last workload was current.
+    pub converged_ms: f64,
+    /// L12: Deployments still paused at the end.
+    pub left_paused: usize,
+}
+
+/// The suite for one controller.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LoadResult {
+    pub seconds: u64,
+    pub scenarios: Vec<LoadScenario>,
+    /// The wait for every workload to be current gave up.
+    pub timed_out: bool,
+}
+
+/// A workload of a scenario: its key (`namespace/name`), and the objects (`kind/name`) it uses.
+struct Tracked {
+    key: String,
+    uses: Vec<String>,
+    /// Deleted during the scenario (L5): not judged.
+    gone: bool,
+    /// Created after a change of what it uses runs that change without a write (L5).
+    created: Instant,
+}
+
+/// What a scenario did, for judging it afterwards.
+struct Run {
+    result: LoadScenario,
+    ns: String,
+    from: Timestamp,
+    workloads: Vec<Tracked>,
+    /// `kind/name` → when its data last changed.
+    last_change: HashMap<String, Instant>,
+    ended: Instant,
+    done_at: Option<Instant>,
+}
+
+/// Runs the suite for `profile` on a control plane of its own.
+pub async fn run(args: &Args, profile: &Profile) -> Result<LoadResult, Error> {
+    let dir = std::env::temp_dir().join(format!("wave-bench-{}-l-{}", std::process::id(), profile.name));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cluster = testenv::Cluster::start_in(dir.clone(), &["--audit", "--nodes", "2"]);
+    let result = run_on(args, profile, &cluster).await;
+    cluster.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// The controller as the suite runs it: Reloader at its shipped strategy (env vars; it has no write
+/// limit), the Waves with their write limit off as everywhere else. L11 restarts Reloader with
+/// `--reload-strategy=annotations`.
+fn base(profile: &Profile) -> Profile {
+    if profile.name == "reloader" {
+        profile.at_defaults()
+    } else {
+        profile.clone()
+    }
+}
+
+async fn run_on(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> Result<LoadResult, Error> {
+    let client = cluster.client().await;
+    let user = format!("bench-{}", profile.name);
+    let kubeconfig = cluster.user_kubeconfig(&user, Some("system:masters"));
+    let log = cluster.dir().join("logs").join(format!("{}.log", profile.name));
+    let audit_log = cluster.dir().join("logs/audit.log");
+    // The readiness probe's objects, with no other scenario's.
+    let probe_args = Args {
+        deployments: 0,
+        fanout: 0,
+        storm_deployments: 0,
+        flap_deployments: 0,
+        bad_deployments: 0,
+        ..args.clone()
+    };
+    scenarios::populate(&client, &probe_args, profile, scenarios::S1Pods::None).await?;
+    let mut changes = TemplateChanges::start(&client).await?;
+    let base = base(profile);
+    let mut running = Running::start(&base, &kubeconfig, &log).map_err(|e| format!("starting: {e}"))?;
+    scenarios::probe_ready(&client, &mut changes, &mut running, args).await?;
+    let seconds = Duration::from_secs(args.loadtest_seconds);
+    let mut runs: Vec<Run> = Vec::new();
+    let mut rng = Rng::new(0x5eed_1a57);
+    for id in IDS {
+        let mut s = Scenario::new(&client, profile, id, &mut rng);
+        if let Some(why) = s.not_applicable() {
+            eprintln!("  {id} {}: not run ({why})", s.result.name);
+            s.result.not_applicable = Some(why);
+            runs.push(s.into_run(Timestamp::now()));
+            continue;
+        }
+        s.setup().await?;
+        if profile.hashes_at_start {
+            s.wait_first_writes(&mut changes, args).await?;
+        }
+        scenarios::wait_settled(&client, Some(&s.ns), args).await?;
+        let from = Timestamp::now();
+        match id {
+            "L6" => {
+                // The controller is stopped a third of the way in and started again at two thirds.
+                let third = seconds / 3;
+                s.random_updates(third, Duration::from_millis(200)).await?;
+                running.stop();
+                s.random_updates(third, Duration::from_millis(200)).await?;
+                running = Running::start(&base, &kubeconfig, &log).map_err(|e| format!("restarting: {e}"))?;
+                s.random_updates(third, Duration::from_millis(200)).await?;
+            }
+            "L11" if profile.name == "reloader" => {
+                running.stop();
+                running =
+                    Running::start(profile, &kubeconfig, &log).map_err(|e| format!("restarting: {e}"))?;
+                scenarios::probe_ready(&client, &mut changes, &mut running, args).await?;
+                s.drive(seconds).await?;
+                running.stop();
+                running = Running::start(&base, &kubeconfig, &log).map_err(|e| format!("restarting: {e}"))?;
+                scenarios::probe_ready(&client, &mut changes, &mut running, args).await?;
+            }
+            _ => s.drive(seconds).await?,
+        }
+        eprintln!(
+            "  {id} {}: {} changes, {} workloads",
+            s.result.name,
+            s.result.changes + s.result.noop_updates,
+            s.workloads.len()
+        );
+        runs.push(s.into_run(from));
+    }
+
+    // Every workload current, or the limit: the flap breaker's 5 quiet minutes and one more.
+    let limit = args.limit(Duration::from_secs(360));
+    let deadline = Instant::now() + limit;
+    let timed_out = loop {
+        let seen = changes.last();
+        let now = Instant::now();
+        let mut all = true;
+        for r in runs.iter_mut().filter(|r| r.result.not_applicable.is_none()) {
+            r.result.stale = r.stale(seen);
+            if r.result.stale == 0 {
+                r.done_at.get_or_insert(now);
+            } else {
+                r.done_at = None;
+                all = false;
+            }
+        }
+        if all {
+            break false;
+        }
+        if now >= deadline {
+            break true;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    running.stop();
+    if timed_out {
+        let kept = scenarios::keep_logs(cluster, args, profile);
+        let seen = changes.last();
+        for r in runs.iter().filter(|r| r.result.stale > 0) {
+            eprintln!(
+                "  {} stale: {} ({})",
+                r.result.id,
+                r.result.stale,
+                r.example(seen)
+            );
+        }
+        eprintln!(
+            "  L1-L13 did not converge within {limit:?}; logs: {}",
+            kept.display()
+        );
+    }
+    let to = Timestamp::now();
+    let mut scenarios = Vec::new();
+    for mut r in runs {
+        if r.result.not_applicable.is_none() {
+            let counts = audit::count_in(&audit_log, &user, &r.ns, r.from, to);
+            r.result.workload_writes = audit::workload_writes(&counts);
+            r.result.refused_writes = audit::refused_workload_writes(&counts);
+            r.result.converged_ms = r.done_at.map_or(f64::NAN, |at| {
+                at.saturating_duration_since(r.ended).as_secs_f64() * 1000.0
+            });
+            r.result.left_paused = r.left_paused(&client).await?;
+        }
+        scenarios.push(r.result);
+    }
+    Ok(LoadResult {
+        seconds: args.loadtest_seconds,
+        scenarios,
+        timed_out,
+    })
+}
+
+impl Run {
+    fn stale(&self, seen: &HashMap<String, Instant>) -> usize {
+        self.workloads
+            .iter()
+            .filter(|w| !w.gone)
+            .filter(|w| {
+                let last_use = w.uses.iter().filter_map(|o| self.last_change.get(o)).max();
+                last_use.is_some_and(|changed| {
+                    *changed > w.created && seen.get(&w.key).is_none_or(|at| at < changed)
+                })
+            })
+            .count()
+    }
+
+    /// One stale workload, with when what it uses last changed and when its template last changed,
+    /// relative to the end of the scenario's changes.
+    fn example(&self, seen: &HashMap<String, Instant>) -> String {
+        let at = |i: Instant| {
+            let (later, d) = match i.checked_duration_since(self.ended) {
+                Some(d) => ("+", d),
+                None => ("-", self.ended.duration_since(i)),
+            };
+            format!("{later}{:.1} s", d.as_secs_f64())
+        };
+        self.workloads
+            .iter()
+            .filter(|w| !w.gone)
+            .find_map(|w| {
+                let changed = w.uses.iter().filter_map(|o| self.last_change.get(o)).max()?;
+                let template = seen.get(&w.key);
+                (*changed > w.created && template.is_none_or(|t| t < changed)).then(|| {
+                    format!(
+                        "e.g. {}: config last changed at {}, template at {}",
+                        w.key,
+                        at(*changed),
+                        template.map_or("never".into(), |t| at(*t))
+                    )
+                })
+            })
+            .unwrap_or_default()
+    }
+
+    async fn left_paused(&self, client: &Client) -> Result<usize, Error> {
+        let list = Api::<Deployment>::namespaced(client.clone(), &self.ns)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(list
+            .items
+            .iter()
+            .filter(|d| d.spec.as_ref().and_then(|s| s.paused) == Some(true))
+            .count())
+    }
+}
+
+/// The scenarios, in order.
+const IDS: [&str; 13] = [
+    "L1", "L2", "L3", "L4", "L5", "L6", "L7", "L8", "L9", "L10", "L11", "L12", "L13",
+];
+
+/// One scenario being run: its objects, and what it changed when.
+struct Scenario<'a> {
+    client: &'a Client,
+    profile: &'a Profile,
+    id: &'static str,
+    ns: String,
+    result: LoadScenario,
+    /// `kind/name` of every object a change may pick, with the workloads that use it.
+    objects: Vec<(String, Vec<String>)>,
+    workloads: Vec<Tracked>,
+    last_change: HashMap<String, Instant>,
+    rng: &'a mut Rng,
+    serial: u64,
+}
+
+impl<'a> Scenario<'a> {
+    fn new(client: &'a Client, profile: &'a Profile, id: &'static str, rng: &'a mut Rng) -> Self {
+        let name = match id {
+            "L1" => "burst updates",
+            "L2" => "fan-out",
+            "L3" => "high cardinality",
+            "L4" => "no-op updates",
+            "L5" => "workload churn",
+            "L6" => "controller restart",
+            "L7" => "API pressure",
+            "L8" => "large objects",
+            "L9" => "multiple workload types",
+            "L10" => "Secrets and mixed",
+            "L11" => "annotation strategy",
+            "L12" => "pause and resume",
+            _ => "complex references",
+        };
+        Scenario {
+            client,
+            profile,
+            id,
+            ns: format!("load-{}", id.to_lowercase()),
+            result: LoadScenario {
+                id,
+                name,
+                ..Default::default()
+            },
+            objects: Vec::new(),
+            workloads: Vec::new(),
+            last_change: HashMap::new(),
+            rng,
+            serial: 0,
+        }
+    }
+
+    fn not_applicable(&self) -> Option<String> {
+        (self.id == "L12" && self.profile.name == "wave-go")
+            .then(|| "Wave reads no Reloader annotations, and pause-period is one".into())
+    }
+
+    fn into_run(self, from: Timestamp) -> Run {
+        let mut result = self.result;
+        result.workloads = self.workloads.len();
+        Run {
+            result,
+            ns: self.ns,
+            from,
+            workloads: self.workloads,
+            last_change: self.last_change,
+            ended: Instant::now(),
+            done_at: None,
+        }
+    }
+
+    /// Creates the scenario's namespace, config objects and workloads.
+    async fn setup(&mut self) -> Result<(), Error> {
+        create(
+            self.client,
+            "",
+            "namespaces",
+            json!({"metadata": {"name": self.ns}}),
+        )
+        .await?;
+        let cm =
+            |n: usize, prefix: &str| -> Vec<String> { (0..n).map(|i| format!("{prefix}-{i}")).collect() };
+        match self.id {
+            "L1" | "L6" | "L11" => {
+                let n = if self.id == "L6" { 20 } else { 10 };
+                for name in cm(n, "cfg") {
+                    self.config("configmap", &name, 1).await?;
+                    self.deployment(&format!("app-{name}"), &[("configmap", &name, Use::Volume)])
+                        .await?;
+                }
+            }
+            "L2" => {
+                self.config("configmap", "shared", 1).await?;
+                for i in 0..50 {
+                    self.deployment(&format!("fan-{i}"), &[("configmap", "shared", Use::Volume)])
+                        .await?;
+                }
+            }
+            "L3" => {
+                // Ten namespaces of twenty ConfigMaps and Deployments each (this one and nine more).
+                let base = self.ns.clone();
+                for n in 0..10 {
+                    let ns = format!("{base}-{n}");
+                    create(self.client, "", "namespaces", json!({"metadata": {"name": ns}})).await?;
+                    for i in 0..20 {
+                        let name = format!("cfg-{i}");
+                        self.config_in(&ns, "configmap", &name, 1).await?;
+                        self.deployment_in(&ns, &format!("app-{i}"), &[("configmap", &name, Use::Volume)])
+                            .await?;
+                    }
+                }
+            }
+            "L4" => {
+                for name in cm(10, "cfg") {
+                    self.config("configmap", &name, 1).await?;
+                    self.deployment(&format!("app-{name}"), &[("configmap", &name, Use::Volume)])
+                        .await?;
+                }
+            }
+            "L5" => self.config("configmap", "shared", 1).await?,
+            "L7" => {
+                for name in cm(50, "cfg") {
+                    self.config("configmap", &name, 1).await?;
+                    self.deployment(&format!("app-{name}"), &[("configmap", &name, Use::Volume)])
+                        .await?;
+                }
+            }
+            "L8" => {
+                for name in cm(10, "big") {
+                    self.config("configmap", &name, 100).await?;
+                    self.deployment(&format!("app-{name}"), &[("configmap", &name, Use::Volume)])
+                        .await?;
+                }
+            }
+            "L9" => {
+                self.config("configmap", "shared", 1).await?;
+                let uses = [("configmap", "shared", Use::EnvFrom)];
+                for i in 0..5 {
+                    self.deployment(&format!("deploy-{i}"), &uses).await?;
+                }
+                for i in 0..3 {
+                    self.workload("statefulsets", &format!("sts-{i}"), &uses).await?;
+                }
+                for i in 0..2 {
+                    self.workload("daemonsets", &format!("ds-{i}"), &uses).await?;
+                }
+            }
+            "L10" => {
+                for i in 0..5 {
+                    self.config("secret", &format!("sec-{i}"), 1).await?;
+                    self.config("configmap", &format!("cfg-{i}"), 1).await?;
+                }
+                for i in 0..5 {
+                    let s = format!("sec-{i}");
+                    self.deployment(&format!("secret-only-{i}"), &[("secret", &s, Use::Env)])
+                        .await?;
+                }
+                for i in 0..3 {
+                    let c = format!("cfg-{i}");
+                    self.deployment(&format!("cm-only-{i}"), &[("configmap", &c, Use::Volume)])
+                        .await?;
+                }
+                for i in 0..5 {
+                    let (s, c) = (format!("sec-{i}"), format!("cfg-{}", i % 5));
+                    self.deployment(
+                        &format!("mixed-{i}"),
+                        &[("secret", &s, Use::EnvFrom), ("configmap", &c, Use::Volume)],
+                    )
+                    .await?;
+                }
+            }
+            "L12" => {
+                for name in cm(5, "cfg") {
+                    self.config("configmap", &name, 1).await?;
+                    self.deployment(&format!("app-{name}"), &[("configmap", &name, Use::Volume)])
+                        .await?;
+                }
+            }
+            _ => {
+                // L13: every way to reference config, one object each.
+                self.config("configmap", "init-cfg", 1).await?;
+                self.config("secret", "projected-sec", 1).await?;
+                self.config("configmap", "projected-cfg", 1).await?;
+                self.config("secret", "env-sec", 1).await?;
+                self.config("configmap", "envfrom-cfg", 1).await?;
+                self.deployment("init-env", &[("configmap", "init-cfg", Use::InitEnv)])
+                    .await?;
+                self.deployment(
+                    "projected",
+                    &[
+                        ("secret", "projected-sec", Use::Projected),
+                        ("configmap", "projected-cfg", Use::Projected),
+                    ],
+                )
+                .await?;
+                self.deployment("value-from", &[("secret", "env-sec", Use::Env)])
+                    .await?;
+                self.deployment("env-from", &[("configmap", "envfrom-cfg", Use::EnvFrom)])
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The controllers that hash at start write every new workload once: wait for that write, so that
+    /// it is not counted as the scenario's.
+    async fn wait_first_writes(&mut self, changes: &mut TemplateChanges, args: &Args) -> Result<(), Error> {
+        if self.id == "L12" {
+            // Reloader's annotations: nothing is written at creation.
+            return Ok(());
+        }
+        let limit = args.limit(Duration::from_secs(120));
+        let deadline = Instant::now() + limit;
+        loop {
+            let seen = changes.last();
+            let written = |w: &Tracked| seen.get(&w.key).is_some_and(|at| *at > w.created);
+            if self.workloads.iter().all(written) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "{}: not every workload got its first hash within {limit:?}",
+                    self.id
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The change phase, for `seconds`.
+    async fn drive(&mut self, seconds: Duration) -> Result<(), Error> {
+        match self.id {
+            "L1" | "L3" | "L11" => self.random_updates(seconds, Duration::from_millis(100)).await,
+            "L2" | "L9" => self.random_updates(seconds, Duration::from_secs(2)).await,
+            "L4" => self.noop_updates(seconds).await,
+            "L5" => self.churn(seconds).await,
+            "L7" => self.pressure(seconds).await,
+            "L8" => self.random_updates(seconds, Duration::from_millis(500)).await,
+            "L12" => self.random_updates(seconds, Duration::from_millis(250)).await,
+            _ => self.random_updates(seconds, Duration::from_millis(300)).await,
+        }
+    }
+
+    /// One object picked at random every `every`, its data changed.
+    async fn random_updates(&mut self, seconds: Duration, every: Duration) -> Result<(), Error> {
+        let end = Instant::now() + seconds;
+        let mut tick = tokio::time::interval(every);
+        while Instant::now() < end {
+            tick.tick().await;
+            let i = self.rng.below(self.objects.len());
+            self.change(i).await?;
+        }
+        Ok(())
+    }
+
+    /// L7: ten writers at once, each changing random objects as fast as the apiserver answers.
+    async fn pressure(&mut self, seconds: Duration) -> Result<(), Error> {
+        let end = Instant::now() + seconds;
+        while Instant::now() < end {
+            let picks: Vec<usize> = (0..10).map(|_| self.rng.below(self.objects.len())).collect();
+            let mut batch = Vec::new();
+            for i in picks {
+                self.serial += 1;
+                batch.push((i, self.serial));
+            }
+            let writes = batch.iter().map(|&(i, serial)| {
+                let (object, _) = &self.objects[i];
+                update(self.client, &self.ns, object, serial)
+            });
+            for (r, (i, _)) in futures::future::join_all(writes).await.into_iter().zip(&batch) {
+                r?;
+                self.changed(*i);
+            }
+        }
+        Ok(())
+    }
+
+    /// L4: a label changes on each object; its data never does.
+    async fn noop_updates(&mut self, seconds: Duration) -> Result<(), Error> {
+        let end = Instant::now() + seconds;
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        while Instant::now() < end {
+            tick.tick().await;
+            let i = self.rng.below(self.objects.len());
+            self.serial += 1;
+            let (kind, name) = self.objects[i].0.split_once('/').unwrap_or_default();
+            let body = json!({"metadata": {"labels": {"touched": self.serial.to_string()}}});
+            patch_object(self.client, &self.ns, kind, name, body).await?;
+            self.result.noop_updates += 1;
+        }
+        Ok(())
+    }
+
+    /// L5: a Deployment created every 500 ms and the one created five before deleted (about five alive
+    /// at a time), while the ConfigMap they share changes every second.
+    async fn churn(&mut self, seconds: Duration) -> Result<(), Error> {
+        let end = Instant::now() + seconds;
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        let mut n = 0usize;
+        while Instant::now() < end {
+            tick.tick().await;
+            self.deployment(&format!("churn-{n}"), &[("configmap", "shared", Use::Volume)])
+                .await?;
+            if n >= 5 {
+                let gone = format!("churn-{}", n - 5);
+                Api::<Deployment>::namespaced(self.client.clone(), &self.ns)
+                    .delete(&gone, &DeleteParams::default())
+                    .await
+                    .map_err(|e| format!("deleting {gone}: {e}"))?;
+                let key = format!("{}/{gone}", self.ns);
+                if let Some(w) = self.workloads.iter_mut().find(|w| w.key == key) {
+                    w.gone = true;
+                }
+                if let Some((_, users)) = self.objects.first_mut() {
+                    users.retain(|u| *u != key);
+                }
+            }
+            if n % 2 == 1 {
+                self.change(0).await?;
+            }
+            n += 1;
+        }
+        Ok(())
+    }
+
+    /// Changes object `i`'s data.
+    async fn change(&mut self, i: usize) -> Result<(), Error> {
+        self.serial += 1;
+        update(self.client, &self.ns, &self.objects[i].0, self.serial).await?;
+        self.changed(i);
+        Ok(())
+    }
+
+    fn changed(&mut self, i: usize) {
+        let (object, users) = &self.objects[i];
+        self.last_change.insert(object.clone(), Instant::now());
+        self.result.changes += 1;
+        self.result.expected_reloads += users.len() as u64;
+    }
+
+    async fn config(&mut self, kind: &str, name: &str, kib: usize) -> Result<(), Error> {
+        let ns = self.ns.clone();
+        self.config_in(&ns, kind, name, kib).await
+    }
+
+    /// A ConfigMap or Secret of about `kib` KiB. Objects in other namespaces (L3) are named
+    /// `namespace/kind/name` in the scenario.
+    async fn config_in(&mut self, ns: &str, kind: &str, name: &str, kib: usize) -> Result<(), Error> {
+        let value: String = "x".repeat(kib * 1024);
+        let (resource, body) = if kind == "secret" {
+            (
+                "secrets",
+                json!({"metadata": {"name": name}, "stringData": {"value": value, "serial": "0"}}),
+            )
+        } else {
+            (
+                "configmaps",
+                json!({"metadata": {"name": name}, "data": {"value": value, "serial": "0"}}),
+            )
+        };
+        create(self.client, ns, resource, body).await?;
+        let object = if ns == self.ns {
+            format!("{kind}/{name}")
+        } else {
+            format!("{ns}/{kind}/{name}")
+        };
+        self.objects.push((object, Vec::new()));
+        Ok(())
+    }
+
+    async fn deployment(&mut self, name: &str, uses: &[(&str, &str, Use)]) -> Result<(), Error> {
+        let ns = self.ns.clone();
+        self.deployment_in(&ns, name, uses).await
+    }
+
+    async fn deployment_in(&mut self, ns: &str, name: &str, uses: &[(&str, &str, Use)]) -> Result<(), Error> {
+        self.workload_in(ns, "deployments", name, uses).await
+    }
+
+    async fn workload(
+        &mut self,
+        resource: &str,
+        name: &str,
+        uses: &[(&str, &str, Use)],
+    ) -> Result<(), Error> {
+        let ns = self.ns.clone();
+        self.workload_in(&ns, resource, name, uses).await
+    }
+
+    /// A workload of `resource` that uses each of `uses` (`kind`, object name, how), opted in to the
+    /// controller (with Reloader's annotations and a pause period in L12).
+    async fn workload_in(
+        &mut self,
+        ns: &str,
+        resource: &str,
+        name: &str,
+        uses: &[(&str, &str, Use)],
+    ) -> Result<(), Error> {
+        let mut annotations = BTreeMap::new();
+        if self.id == "L12" {
+            annotations.insert(RELOADER_AUTO.to_string(), "true".to_string());
+            annotations.insert(PAUSE_PERIOD.to_string(), "10s".to_string());
+        } else {
+            let (k, v) = self.profile.opt_in;
+            annotations.insert(k.to_string(), v.to_string());
+        }
+        let body = workload_body(resource, name, &annotations, uses);
+        create(self.client, ns, resource, body).await?;
+        let key = format!("{ns}/{name}");
+        let mut used = Vec::new();
+        for (kind, object, _) in uses {
+            let object = if ns == self.ns {
+                format!("{kind}/{object}")
+            } else {
+                format!("{ns}/{kind}/{object}")
+            };
+            if let Some((_, users)) = self.objects.iter_mut().find(|(o, _)| *o == object) {
+                users.push(key.clone());
+            }
+            used.push(object);
+        }
+        self.workloads.push(Tracked {
+            key,
+            uses: used,
+            gone: false,
+            created: Instant::now(),
+        });
+        Ok(())
+    }
+}
+
+/// How a workload uses a config object.
+#[derive(Clone, Copy, Debug)]
+enum Use {
+    Volume,
+    EnvFrom,
+    Env,
+    InitEnv,
+    Projected,
+}
+
+/// The body of a Deployment, StatefulSet or DaemonSet (`replicas: 0` where there are replicas).
+fn workload_body(
+    resource: &str,
+    name: &str,
+    annotations: &BTreeMap<String, String>,
+    uses: &[(&str, &str, Use)],
+) -> Value {
+    let mut container = json!({"name": "app", "image": "registry.invalid/app:1", "env": [], "envFrom": [], "volumeMounts": []});
+    let mut init = json!({"name": "init", "image": "registry.invalid/init:1", "env": []});
+    let mut volumes = Vec::new();
+    let mut projected = Vec::new();
+    for (i, (kind, object, how)) in uses.iter().enumerate() {
+        let secret = *kind == "secret";
+        let key_ref = if secret {
+            json!({"secretKeyRef": {"name": object, "key": "serial"}})
+        } else {
+            json!({"configMapKeyRef": {"name": object, "key": "serial"}})
+        };
+        match how {
+            Use::Volume => {
+                let source = if secret {
+                    json!({"name": format!("v{i}"), "secret": {"secretName": object}})
+                } else {
+                    json!({"name": format!("v{i}"), "configMap": {"name": object}})
+                };
+                volumes.push(source);
+                push(
+                    &mut container["volumeMounts"],
+                    json!({"name": format!("v{i}"), "mountPath": format!("/etc/v{i}")}),
+                );
+            }
+            Use::EnvFrom => {
+                let source = if secret {
+                    json!({"secretRef": {"name": object}})
+                } else {
+                    json!({"configMapRef": {"name": object}})
+                };
+                push(&mut container["envFrom"], source);
+            }
+            Use::Env => push(
+                &mut container["env"],
+                json!({"name": format!("V{i}"), "valueFrom": key_ref}),
+            ),
+            Use::InitEnv => push(
+                &mut init["env"],
+                json!({"name": format!("V{i}"), "valueFrom": key_ref}),
+            ),
+            Use::Projected => projected.push(if secret {
+                json!({"secret": {"name": object}})
+            } else {
+                json!({"configMap": {"name": object}})
+            }),
+        }
+    }
+    if !projected.is_empty() {
+        volumes.push(json!({"name": "projected", "projected": {"sources": projected}}));
+        push(
+            &mut container["volumeMounts"],
+            json!({"name": "projected", "mountPath": "/etc/projected"}),
+        );
+    }
+    let mut pod = json!({"containers": [container], "volumes": volumes});
+    if init["env"].as_array().is_some_and(|e| !e.is_empty()) {
+        pod["initContainers"] = json!([init]);
+    }
+    let mut spec = json!({"selector": {"matchLabels": {"app": name}},
+                          "template": {"metadata": {"labels": {"app": name}}, "spec": pod}});
+    if resource != "daemonsets" {
+        spec["replicas"] = json!(0);
+    }
+    if resource == "statefulsets" {
+        spec["serviceName"] = json!(name);
+    }
+    json!({"metadata": {"name": name, "annotations": annotations}, "spec": spec})
+}
+
+fn push(list: &mut Value, item: Value) {
+    if let Some(a) = list.as_array_mut() {
+        a.push(item);
+    }
+}
+
+/// Changes the data of `object` (`kind/name` in `ns`, or `namespace/kind/name`).
+async fn update(client: &Client, ns: &str, object: &str, serial: u64) -> Result<(), Error> {
+    let parts: Vec<&str> = object.split('/').collect();
+    let (ns, kind, name) = match parts[..] {
+        [kind, name] => (ns, kind, name),
+        [ns, kind, name] => (ns, kind, name),
+        _ => return Err(format!("not an object: {object}")),
+    };
+    let body = if kind == "secret" {
+        json!({"stringData": {"serial": serial.to_string()}})
+    } else {
+        json!({"data": {"serial": serial.to_string()}})
+    };
+    patch_object(client, ns, kind, name, body).await
+}
+
+async fn patch_object(client: &Client, ns: &str, kind: &str, name: &str, body: Value) -> Result<(), Error> {
+    let params = PatchParams::default();
+    let result = if kind == "secret" {
+        Api::<Secret>::namespaced(client.clone(), ns)
+            .patch(name, &params, &Patch::Merge(body))
+            .await
+            .map(drop)
+    } else {
+        Api::<ConfigMap>::namespaced(client.clone(), ns)
+            .patch(name, &params, &Patch::Merge(body))
+            .await
+            .map(drop)
+    };
+    result.map_err(|e| format!("patching {kind} {ns}/{name}: {e}"))
+}
+
+/// Creates an object of `resource` in `ns` (`""`: cluster-scoped); one that exists already is fine.
+async fn create(client: &Client, ns: &str, resource: &str, body: Value) -> Result<(), Error> {
+    let pp = PostParams::default();
+    let name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let result = match resource {
+        "namespaces" => Api::<Namespace>::all(client.clone())
+            .create(&pp, &from(body)?)
+            .await
+            .map(drop),
+        "configmaps" => Api::<ConfigMap>::namespaced(client.clone(), ns)
+            .create(&pp, &from(body)?)
+            .await
+            .map(drop),
+        "secrets" => Api::<Secret>::namespaced(client.clone(), ns)
+            .create(&pp, &from(body)?)
+            .await
+            .map(drop),
+        "statefulsets" => Api::<StatefulSet>::namespaced(client.clone(), ns)
+            .create(&pp, &from(body)?)
+            .await
+            .map(drop),
+        "daemonsets" => Api::<DaemonSet>::namespaced(client.clone(), ns)
+            .create(&pp, &from(body)?)
+            .await
+            .map(drop),
+        _ => Api::<Deployment>::namespaced(client.clone(), ns)
+            .create(&pp, &from(body)?)
+            .await
+            .map(drop),
+    };
+    match result {
+        Ok(()) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(format!("creating {resource} {ns}/{name}: {e}")),
+    }
+}
+
+fn from<K: serde::de::DeserializeOwned>(body: Value) -> Result<K, Error> {
+    serde_json::from_value(body).map_err(|e| e.to_string())
+}
+
+impl LoadResult {
+    /// One table per controller set: a row per scenario, a column per controller.
+    pub fn markdown(results: &[(&str, LoadResult)]) -> String {
+        let names: Vec<&str> = results.iter().map(|(n, _)| *n).collect();
+        let mut out = format!(
+            "| scenario | changes | expected reloads (Reloader's rule) | {} |\n|---|---|---|{}\n",
+            names
+                .iter()
+                .map(|n| format!("{n}: writes / stale / converged s"))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            "---|".repeat(names.len())
+        );
+        let Some((_, first)) = results.first() else {
+            return out;
+        };
+        for (i, s) in first.scenarios.iter().enumerate() {
+            out += &format!(
+                "| {} {} | {} | {} |",
+                s.id,
+                s.name,
+                s.changes + s.noop_updates,
+                s.expected_reloads
+            );
+            for (_, r) in results {
+                let Some(x) = r.scenarios.get(i) else { continue };
+                out += &match &x.not_applicable {
+                    Some(why) => format!(" not run: {why} |"),
+                    None => format!(
+                        " {} / {} / {} |",
+                        x.workload_writes,
+                        x.stale,
+                        if x.converged_ms.is_finite() {
+                            format!("{:.1}", x.converged_ms / 1000.0)
+                        } else {
+                            "–".into()
+                        }
+                    ),
+                };
+            }
+            out += "\n";
+        }
+        out
+    }
+}

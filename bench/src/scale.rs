@@ -1,0 +1,318 @@
+//! S10, the scale curve: each controller at growing sizes, each size on a fresh control plane, until
+//! the size it does not survive within the memory ceiling (16 GiB by default).
+//!
+//! ```text
+//! for each controller, for each size (Deployments : unreferenced 4 KiB Secrets), smallest first:
+//!   testenv up --audit ─► populate (S1's objects at that size, replicas 0) + unreferenced Secrets
+//!   ─► start (a watchdog SIGKILLs it past the ceiling) ─► ready ─► every workload checked
+//!   ─► S1 (50 updates) ─► idle window: RSS ─► testenv down
+//!   a size it did not survive ends its curve: larger sizes are not tried
+//! then: <out>/scale.json and <out>/scale.png (memory and start-up time against size, one line each)
+//! ```
+//!
+//! Deployments have `replicas: 0` here: 20,000 pods would measure kwok and the scheduler on 2 cores,
+//! not the controller. "Checked" is every workload hashed for the controllers that hash at start (wave,
+//! Wave), and ready (a ConfigMap and a Secret change handled) for Reloader, which writes nothing at start.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::Timestamp;
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::Args;
+use crate::audit;
+use crate::controller::{self, Profile, Running};
+use crate::scenarios::{self, CANARY_NS, S1Pods, TemplateChanges};
+
+/// One controller at one size.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ScalePoint {
+    pub deployments: usize,
+    pub unreferenced_secrets: usize,
+    /// It ran through every step within the memory ceiling and every limit.
+    pub survived: bool,
+    /// Why it did not.
+    pub failure: Option<String>,
+    pub peak_rss_mib: f64,
+    pub steady_rss_mib: f64,
+    pub go_heap_inuse_mib: Option<f64>,
+    /// From its start until every workload was checked.
+    pub checked_ms: f64,
+    /// Requests from its start until every workload was checked.
+    pub startup_requests: u64,
+    pub s1_p99_ms: f64,
+    pub s1_missed: usize,
+}
+
+/// Every controller's curve.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ScaleResult {
+    pub secret_kib: usize,
+    pub memory_ceiling_gib: u64,
+    pub curves: Vec<(String, Vec<ScalePoint>)>,
+}
+
+/// Runs the curve for every profile.
+pub async fn run(args: &Args, profiles: &[Profile]) -> Result<ScaleResult, String> {
+    let sizes = args.scale_sizes()?;
+    let mut result = ScaleResult {
+        secret_kib: args.scale_secret_kib,
+        memory_ceiling_gib: args.scale_memory_ceiling_gib,
+        curves: Vec::new(),
+    };
+    for profile in profiles {
+        let mut curve = Vec::new();
+        for &(deployments, unreferenced) in &sizes {
+            eprintln!(
+                "== S10 {}: {deployments} Deployments, {unreferenced} unreferenced Secrets",
+                profile.name
+            );
+            let point = at_size(args, profile, deployments, unreferenced).await?;
+            eprintln!(
+                "  {}: peak {:.0} MiB, checked in {:.1} s, {} requests, S1 p99 {:.0} ms",
+                if point.survived {
+                    "survived"
+                } else {
+                    "did not survive"
+                },
+                point.peak_rss_mib,
+                point.checked_ms / 1000.0,
+                point.startup_requests,
+                point.s1_p99_ms
+            );
+            let survived = point.survived;
+            curve.push(point);
+            if !survived {
+                break;
+            }
+        }
+        result.curves.push((profile.name.to_string(), curve));
+    }
+    Ok(result)
+}
+
+/// One size for one controller, on a control plane of its own. An error of the benchmark itself (the
+/// control plane, populating) is an `Err`; anything the controller did wrong is a point that did not
+/// survive.
+async fn at_size(
+    args: &Args,
+    profile: &Profile,
+    deployments: usize,
+    unreferenced: usize,
+) -> Result<ScalePoint, String> {
+    let dir = std::env::temp_dir().join(format!(
+        "wave-bench-{}-s10-{}-{deployments}",
+        std::process::id(),
+        profile.name
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cluster = testenv::Cluster::start_in(dir.clone(), &["--audit", "--nodes", "1"]);
+    let sized = Args {
+        deployments,
+        updates: args.scale_updates.min(deployments),
+        fanout: 0,
+        storm_deployments: 0,
+        flap_deployments: 0,
+        bad_deployments: 0,
+        unreferenced,
+        idle_seconds: args.scale_idle_seconds,
+        ..args.clone()
+    };
+    let result = measure(&sized, profile, &cluster).await;
+    cluster.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+async fn measure(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> Result<ScalePoint, String> {
+    let client = cluster.client().await;
+    let user = format!("bench-{}", profile.name);
+    let kubeconfig = cluster.user_kubeconfig(&user, Some("system:masters"));
+    let log = cluster.dir().join("logs").join(format!("{}.log", profile.name));
+    let audit_log = cluster.dir().join("logs/audit.log");
+    let t = Instant::now();
+    scenarios::populate(&client, args, profile, S1Pods::None).await?;
+    scenarios::fill_unreferenced(&client, args.unreferenced, args.scale_secret_kib).await?;
+    scenarios::wait_settled(&client, None, args).await?;
+    eprintln!("  populated in {:.0?}", t.elapsed());
+    let mut changes = TemplateChanges::start(&client).await?;
+    let mut point = ScalePoint {
+        deployments: args.deployments,
+        unreferenced_secrets: args.unreferenced,
+        s1_p99_ms: f64::NAN,
+        checked_ms: f64::NAN,
+        ..Default::default()
+    };
+
+    let started = Timestamp::now();
+    let t0 = Instant::now();
+    let mut running = Running::start(profile, &kubeconfig, &log).map_err(|e| format!("starting: {e}"))?;
+    let over = watchdog(running.pid(), args.scale_memory_ceiling_gib << 30);
+    let steps = async {
+        scenarios::probe_ready(&client, &mut changes, &mut running, args).await?;
+        if profile.hashes_at_start {
+            scenarios::wait_all_hashed(&client, args).await?;
+        }
+        point.checked_ms = t0.elapsed().as_secs_f64() * 1000.0;
+        let counts = audit::count(&audit_log, &user, CANARY_NS, started, Timestamp::now());
+        point.startup_requests = audit::total(&counts);
+        scenarios::wait_settled(&client, None, args).await?;
+        let cost = |from, to| audit::count(&audit_log, &user, CANARY_NS, from, to);
+        let spread = scenarios::spread_and_fan_out(args, &client, &mut changes, &cost, "v").await?;
+        point.s1_p99_ms = spread.s1.p99_ms;
+        point.s1_missed = spread.s1.missed;
+        let memory = scenarios::idle_window(&mut running, profile, args, args.scale_secret_kib).await?;
+        point.peak_rss_mib = memory.peak_rss_mib;
+        point.steady_rss_mib = memory.steady_rss_mib;
+        point.go_heap_inuse_mib = memory.go_heap_inuse_mib;
+        Ok::<(), String>(())
+    };
+    match steps.await {
+        Ok(()) => point.survived = point.s1_missed == 0,
+        Err(e) if over.load(Ordering::Relaxed) => {
+            point.failure = Some(format!(
+                "RSS passed {} GiB and it was killed ({e})",
+                args.scale_memory_ceiling_gib
+            ));
+            point.peak_rss_mib = (args.scale_memory_ceiling_gib << 10) as f64;
+        }
+        Err(e) => point.failure = Some(e),
+    }
+    if point.s1_missed > 0 && point.failure.is_none() {
+        point.failure = Some(format!("S1 missed {} updates", point.s1_missed));
+    }
+    if let Some((_, hwm)) = controller::rss(running.pid()).filter(|_| point.peak_rss_mib == 0.0) {
+        point.peak_rss_mib = hwm as f64 / (1024.0 * 1024.0);
+    }
+    running.stop();
+    Ok(point)
+}
+
+/// SIGKILLs `pid` once its RSS passes `ceiling` bytes; the flag says it did. Ends with the process.
+fn watchdog(pid: u32, ceiling: u64) -> Arc<AtomicBool> {
+    let over = Arc::new(AtomicBool::new(false));
+    let flag = over.clone();
+    std::thread::spawn(move || {
+        while let Some((rss, _)) = controller::rss(pid) {
+            if rss > ceiling {
+                flag.store(true, Ordering::Relaxed);
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+                return;
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+    over
+}
+
+impl ScaleResult {
+    /// One table: a row per controller and size.
+    pub fn markdown(&self) -> String {
+        let mut out = format!(
+            "| controller | Deployments | unreferenced {} KiB Secrets | survived | peak RSS MiB | steady RSS MiB | Go heap MiB | checked s | start-up requests | S1 p99 ms |\n|---|---|---|---|---|---|---|---|---|---|\n",
+            self.secret_kib
+        );
+        for (name, curve) in &self.curves {
+            for p in curve {
+                out += &format!(
+                    "| {name} | {} | {} | {} | {:.0} | {:.0} | {} | {:.1} | {} | {:.0} |\n",
+                    p.deployments,
+                    p.unreferenced_secrets,
+                    match &p.failure {
+                        None => "yes".to_string(),
+                        Some(why) => format!("no: {why}"),
+                    },
+                    p.peak_rss_mib,
+                    p.steady_rss_mib,
+                    p.go_heap_inuse_mib.map_or("–".into(), |h| format!("{h:.0}")),
+                    p.checked_ms / 1000.0,
+                    p.startup_requests,
+                    p.s1_p99_ms
+                );
+            }
+        }
+        out
+    }
+
+    /// `scale.png`: peak RSS and the time until every workload was checked, against the number of
+    /// Deployments, one line per controller (log scales: the controllers differ by orders of magnitude).
+    pub fn chart(&self, path: &Path) -> Result<(), String> {
+        crate::report::register_font()?;
+        let root = BitMapBackend::new(path, (1200, 480)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let (left, right) = root.split_horizontally(600);
+        let max_d = self
+            .curves
+            .iter()
+            .flat_map(|(_, c)| c.iter().map(|p| p.deployments as f64))
+            .fold(10.0, f64::max);
+        type Value = fn(&ScalePoint) -> f64;
+        let panels: [(&DrawingArea<_, _>, &str, &str, Value); 2] = [
+            (&left, "S10: peak memory", "peak RSS (MiB, log)", |p| {
+                p.peak_rss_mib
+            }),
+            (
+                &right,
+                "S10: start until every workload checked",
+                "seconds (log)",
+                |p| p.checked_ms / 1000.0,
+            ),
+        ];
+        for (area, caption, y_desc, value) in panels {
+            let ys: Vec<f64> = self
+                .curves
+                .iter()
+                .flat_map(|(_, c)| c.iter().map(value))
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .collect();
+            let y_max = ys.iter().copied().fold(1.0, f64::max) * 2.0;
+            let y_min = ys.iter().copied().fold(f64::INFINITY, f64::min).min(y_max / 4.0) / 2.0;
+            let mut chart = ChartBuilder::on(area)
+                .caption(caption, ("sans-serif", 20))
+                .margin(15)
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d(
+                    (max_d / 50.0..max_d * 1.5).log_scale(),
+                    (y_min.max(0.01)..y_max).log_scale(),
+                )
+                .map_err(|e| e.to_string())?;
+            chart
+                .configure_mesh()
+                .x_desc("opted-in Deployments (log)")
+                .y_desc(y_desc)
+                .draw()
+                .map_err(|e| e.to_string())?;
+            for (i, (name, curve)) in self.curves.iter().enumerate() {
+                let color = crate::report::COLORS[i % crate::report::COLORS.len()];
+                let points: Vec<(f64, f64)> = curve
+                    .iter()
+                    .map(|p| (p.deployments as f64, value(p)))
+                    .filter(|(_, v)| v.is_finite() && *v > 0.0)
+                    .collect();
+                chart
+                    .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                    .map_err(|e| e.to_string())?
+                    .label(name.as_str())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+                chart
+                    .draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))
+                    .map_err(|e| e.to_string())?;
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()
+                .map_err(|e| e.to_string())?;
+        }
+        root.present().map_err(|e| e.to_string())
+    }
+}
