@@ -90,7 +90,6 @@ struct Run {
     /// `kind/name` → when its data last changed.
     last_change: HashMap<String, Instant>,
     ended: Instant,
-    done_at: Option<Instant>,
 }
 
 /// Runs the suite for `profile` on a control plane of its own.
@@ -188,21 +187,15 @@ async fn run_on(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> R
     let deadline = Instant::now() + limit;
     let timed_out = loop {
         let seen = changes.last();
-        let now = Instant::now();
         let mut all = true;
         for r in runs.iter_mut().filter(|r| r.result.not_applicable.is_none()) {
             r.result.stale = r.stale(seen);
-            if r.result.stale == 0 {
-                r.done_at.get_or_insert(now);
-            } else {
-                r.done_at = None;
-                all = false;
-            }
+            all &= r.result.stale == 0;
         }
         if all {
             break false;
         }
-        if now >= deadline {
+        if Instant::now() >= deadline {
             break true;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -231,9 +224,7 @@ async fn run_on(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> R
             let counts = audit::count_in(&audit_log, &user, &r.ns, r.from, to);
             r.result.workload_writes = audit::workload_writes(&counts);
             r.result.refused_writes = audit::refused_workload_writes(&counts);
-            r.result.converged_ms = r.done_at.map_or(f64::NAN, |at| {
-                at.saturating_duration_since(r.ended).as_secs_f64() * 1000.0
-            });
+            r.result.converged_ms = r.converged_ms(changes.last());
             r.result.left_paused = r.left_paused(&client).await?;
         }
         scenarios.push(r.result);
@@ -257,6 +248,28 @@ impl Run {
                 })
             })
             .count()
+    }
+
+    /// With nothing stale: from the scenario's last change to the last template change that brought a
+    /// workload up to date (0 when no workload had to change); NaN while something is stale.
+    fn converged_ms(&self, seen: &HashMap<String, Instant>) -> f64 {
+        if self.result.stale > 0 {
+            return f64::NAN;
+        }
+        let Some(last) = self.last_change.values().max() else {
+            return 0.0;
+        };
+        self.workloads
+            .iter()
+            .filter(|w| !w.gone)
+            .filter_map(|w| {
+                let changed = w.uses.iter().filter_map(|o| self.last_change.get(o)).max()?;
+                (*changed > w.created).then(|| seen.get(&w.key)).flatten()
+            })
+            .max()
+            .map_or(0.0, |at| {
+                at.saturating_duration_since(*last).as_secs_f64() * 1000.0
+            })
     }
 
     /// One stale workload, with when what it uses last changed and when its template last changed,
@@ -370,7 +383,6 @@ impl<'a> Scenario<'a> {
             workloads: self.workloads,
             last_change: self.last_change,
             ended: Instant::now(),
-            done_at: None,
         }
     }
 
@@ -475,7 +487,7 @@ impl<'a> Scenario<'a> {
                 }
             }
             "L12" => {
-                for name in cm(5, "cfg") {
+                for name in cm(10, "cfg") {
                     self.config("configmap", &name, 1).await?;
                     self.deployment(&format!("app-{name}"), &[("configmap", &name, Use::Volume)])
                         .await?;
@@ -532,17 +544,19 @@ impl<'a> Scenario<'a> {
         }
     }
 
-    /// The change phase, for `seconds`.
+    /// The change phase, for `seconds`, at the pace of Reloader's scenario of the same name.
     async fn drive(&mut self, seconds: Duration) -> Result<(), Error> {
+        let every = |ms: u64| Duration::from_millis(ms);
         match self.id {
-            "L1" | "L3" | "L11" => self.random_updates(seconds, Duration::from_millis(100)).await,
-            "L2" | "L9" => self.random_updates(seconds, Duration::from_secs(2)).await,
+            "L1" => self.random_updates(seconds, every(100)).await,
+            "L2" | "L9" => self.random_updates(seconds, every(5000)).await,
+            "L3" => self.random_updates(seconds, every(200)).await,
             "L4" => self.noop_updates(seconds).await,
             "L5" => self.churn(seconds).await,
             "L7" => self.pressure(seconds).await,
-            "L8" => self.random_updates(seconds, Duration::from_millis(500)).await,
-            "L12" => self.random_updates(seconds, Duration::from_millis(250)).await,
-            _ => self.random_updates(seconds, Duration::from_millis(300)).await,
+            "L10" => self.random_updates(seconds, every(500)).await,
+            // L8, L11, L12, L13.
+            _ => self.random_updates(seconds, every(2000)).await,
         }
     }
 
@@ -558,10 +572,12 @@ impl<'a> Scenario<'a> {
         Ok(())
     }
 
-    /// L7: ten writers at once, each changing random objects as fast as the apiserver answers.
+    /// L7: ten writers at once, each changing a random object every 100 ms.
     async fn pressure(&mut self, seconds: Duration) -> Result<(), Error> {
         let end = Instant::now() + seconds;
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
         while Instant::now() < end {
+            tick.tick().await;
             let picks: Vec<usize> = (0..10).map(|_| self.rng.below(self.objects.len())).collect();
             let mut batch = Vec::new();
             for i in picks {
@@ -597,7 +613,7 @@ impl<'a> Scenario<'a> {
     }
 
     /// L5: a Deployment created every 500 ms and the one created five before deleted (about five alive
-    /// at a time), while the ConfigMap they share changes every second.
+    /// at a time), while the ConfigMap they share changes every 2 s.
     async fn churn(&mut self, seconds: Duration) -> Result<(), Error> {
         let end = Instant::now() + seconds;
         let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -620,7 +636,7 @@ impl<'a> Scenario<'a> {
                     users.retain(|u| *u != key);
                 }
             }
-            if n % 2 == 1 {
+            if n % 4 == 3 {
                 self.change(0).await?;
             }
             n += 1;
@@ -704,7 +720,7 @@ impl<'a> Scenario<'a> {
         let mut annotations = BTreeMap::new();
         if self.id == "L12" {
             annotations.insert(RELOADER_AUTO.to_string(), "true".to_string());
-            annotations.insert(PAUSE_PERIOD.to_string(), "10s".to_string());
+            annotations.insert(PAUSE_PERIOD.to_string(), "15s".to_string());
         } else {
             let (k, v) = self.profile.opt_in;
             annotations.insert(k.to_string(), v.to_string());
