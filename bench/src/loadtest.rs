@@ -726,6 +726,9 @@ impl<'a> Scenario<'a> {
             annotations.insert(k.to_string(), v.to_string());
         }
         let body = workload_body(resource, name, &annotations, uses);
+        // Stamped before the request: a controller may write the new workload (and the watch show it)
+        // before this task runs again after the response.
+        let created = Instant::now();
         create(self.client, ns, resource, body).await?;
         let key = format!("{ns}/{name}");
         let mut used = Vec::new();
@@ -744,7 +747,7 @@ impl<'a> Scenario<'a> {
             key,
             uses: used,
             gone: false,
-            created: Instant::now(),
+            created,
         });
         Ok(())
     }

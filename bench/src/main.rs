@@ -153,6 +153,9 @@ pub struct Args {
     /// Where the results go (`<UTC date>-<commit>.json` and `latest.json`).
     #[arg(long, default_value = "bench/results")]
     pub out: PathBuf,
+    /// Only these controllers (`wave`, `wave-go`, `reloader`), of those whose binary is given.
+    #[arg(long, value_delimiter = ',')]
+    pub controllers: Vec<String>,
     /// The wave binary.
     #[arg(long, env = "WAVE_BIN", default_value = "target/release/wave")]
     pub wave_bin: PathBuf,
@@ -221,7 +224,7 @@ impl Args {
             self.scale_sizes = vec!["10:20".into(), "20:40".into()];
             self.scale_updates = 4;
             self.scale_idle_seconds = 4;
-            self.loadtest_seconds = 3;
+            self.loadtest_seconds = 1;
         }
         if self.safety_only {
             self.deployments = 0;
@@ -277,7 +280,24 @@ async fn run_loadtest(
 #[tokio::main]
 async fn main() {
     let args = Args::parse().sized();
-    let (mut profiles, skipped) = controller::profiles(&args);
+    let (mut profiles, mut skipped) = controller::profiles(&args);
+    if !args.controllers.is_empty() {
+        if let Some(unknown) = args
+            .controllers
+            .iter()
+            .find(|c| !["wave", "wave-go", "reloader"].contains(&c.as_str()))
+        {
+            eprintln!("--controllers: {unknown:?} is not wave, wave-go or reloader");
+            std::process::exit(2);
+        }
+        profiles.retain(|p| {
+            let keep = args.controllers.iter().any(|c| c == p.name);
+            if !keep {
+                skipped.push(format!("{} (not in --controllers)", p.name));
+            }
+            keep
+        });
+    }
     if args.migration_only {
         let (Some(wave), Some(wave_go)) = (
             profiles.iter().find(|p| p.name == "wave"),

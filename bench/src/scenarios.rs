@@ -451,6 +451,18 @@ pub(crate) async fn spread_and_fan_out(
         s1.p50_ms, s1.p99_ms, s1.missed
     );
 
+    let per_change_requests = audit::total(&s1_cost) as f64 / args.updates.max(1) as f64;
+    let per_change_workload_writes = audit::workload_writes(&s1_cost) as f64 / args.updates.max(1) as f64;
+    if args.fanout == 0 {
+        // S10 and H1 measure S1 alone.
+        return Ok(Spread {
+            s1,
+            s3: FanOut::default(),
+            per_change_requests,
+            per_change_workload_writes,
+        });
+    }
+
     // S3.
     changes.drain();
     let from = Timestamp::now();
@@ -487,8 +499,8 @@ pub(crate) async fn spread_and_fan_out(
     Ok(Spread {
         s1,
         s3,
-        per_change_requests: audit::total(&s1_cost) as f64 / args.updates.max(1) as f64,
-        per_change_workload_writes: audit::workload_writes(&s1_cost) as f64 / args.updates.max(1) as f64,
+        per_change_requests,
+        per_change_workload_writes,
     })
 }
 
