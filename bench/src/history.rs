@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::Args;
 use crate::audit::{self, Counts};
 use crate::controller::{self, Profile, Running};
-use crate::scenarios::{self, CANARY_NS, TemplateChanges};
+use crate::scenarios::{self, CANARY_NS, Session, TemplateChanges};
 
 type Error = String;
 
@@ -99,20 +99,17 @@ async fn run_on(
     history: bool,
     cluster: &testenv::Cluster,
 ) -> Result<HistoryRun, Error> {
-    let client = cluster.client().await;
-    let user = format!("bench-{}", profile.name);
-    let kubeconfig = cluster.user_kubeconfig(&user, Some("system:masters"));
-    let log = cluster.dir().join("logs/h1.log");
-    let audit_log = cluster.dir().join("logs/audit.log");
+    let session = Session::new(cluster, profile).await;
+    let (client, kubeconfig, log) = (&session.client, &session.kubeconfig, &session.log);
     // The readiness probe's canary is left out, as in the other scenarios.
-    let cost = |from, to| audit::count(&audit_log, &user, CANARY_NS, from, to);
-    scenarios::populate(&client, args, profile, scenarios::S1Pods::None).await?;
-    let mut changes = TemplateChanges::start(&client).await?;
+    let cost = |from, to| session.cost(from, to);
+    scenarios::populate(client, args, profile, scenarios::S1Pods::None).await?;
+    let mut changes = TemplateChanges::start(client).await?;
     let started = Timestamp::now();
-    let mut running = Running::start(profile, &kubeconfig, &log).map_err(|e| format!("starting: {e}"))?;
-    scenarios::probe_ready(&client, &mut changes, &mut running, args).await?;
-    scenarios::wait_all_hashed(&client, args).await?;
-    let spread = scenarios::spread_and_fan_out(args, &client, &mut changes, &cost, "v").await?;
+    let mut running = Running::start(profile, kubeconfig, log).map_err(|e| format!("starting: {e}"))?;
+    scenarios::probe_ready(client, &mut changes, &mut running, args).await?;
+    scenarios::wait_all_hashed(client, args).await?;
+    let spread = scenarios::spread_and_fan_out(args, client, &mut changes, &cost, "v").await?;
     // At most one snapshot per hash each Deployment carried: its first, and one per update. A first hash
     // that an update replaced before wave kept its snapshot has none (docs/history.md, "When"), so the
     // wait ends when the count reaches that, or has not moved for 15 s.
@@ -122,12 +119,12 @@ async fn run_on(
         0
     };
     let deadline = Instant::now() + Duration::from_secs(600);
-    let (mut cms, mut secrets, mut bytes) = snapshots(&client).await?;
+    let (mut cms, mut secrets, mut bytes) = snapshots(client).await?;
     let mut moved = Instant::now();
     while history && cms < expected && moved.elapsed() < Duration::from_secs(15) && Instant::now() < deadline
     {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = snapshots(&client).await?;
+        let now = snapshots(client).await?;
         if now.0 != cms {
             moved = Instant::now();
         }

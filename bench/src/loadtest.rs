@@ -22,7 +22,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -30,7 +30,7 @@ use crate::Args;
 use crate::audit;
 use crate::chaos::Rng;
 use crate::controller::{Profile, Running};
-use crate::scenarios::{self, TemplateChanges};
+use crate::scenarios::{self, Session, TemplateChanges};
 
 type Error = String;
 
@@ -115,11 +115,8 @@ fn base(profile: &Profile) -> Profile {
 }
 
 async fn run_on(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> Result<LoadResult, Error> {
-    let client = cluster.client().await;
-    let user = format!("bench-{}", profile.name);
-    let kubeconfig = cluster.user_kubeconfig(&user, Some("system:masters"));
-    let log = cluster.dir().join("logs").join(format!("{}.log", profile.name));
-    let audit_log = cluster.dir().join("logs/audit.log");
+    let session = Session::new(cluster, profile).await;
+    let (client, kubeconfig, log) = (&session.client, &session.kubeconfig, &session.log);
     // The readiness probe's objects, with no other scenario's.
     let probe_args = Args {
         deployments: 0,
@@ -129,16 +126,16 @@ async fn run_on(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> R
         bad_deployments: 0,
         ..args.clone()
     };
-    scenarios::populate(&client, &probe_args, profile, scenarios::S1Pods::None).await?;
-    let mut changes = TemplateChanges::start(&client).await?;
+    scenarios::populate(client, &probe_args, profile, scenarios::S1Pods::None).await?;
+    let mut changes = TemplateChanges::start(client).await?;
     let base = base(profile);
-    let mut running = Running::start(&base, &kubeconfig, &log).map_err(|e| format!("starting: {e}"))?;
-    scenarios::probe_ready(&client, &mut changes, &mut running, args).await?;
+    let mut running = Running::start(&base, kubeconfig, log).map_err(|e| format!("starting: {e}"))?;
+    scenarios::probe_ready(client, &mut changes, &mut running, args).await?;
     let seconds = Duration::from_secs(args.loadtest_seconds);
     let mut runs: Vec<Run> = Vec::new();
     let mut rng = Rng::new(0x5eed_1a57);
     for id in IDS {
-        let mut s = Scenario::new(&client, profile, id, &mut rng);
+        let mut s = Scenario::new(client, profile, id, &mut rng);
         if let Some(why) = s.not_applicable() {
             eprintln!("  {id} {}: not run ({why})", s.result.name);
             s.result.not_applicable = Some(why);
@@ -149,7 +146,7 @@ async fn run_on(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> R
         if profile.hashes_at_start {
             s.wait_first_writes(&mut changes, args).await?;
         }
-        scenarios::wait_settled(&client, Some(&s.ns), args).await?;
+        scenarios::wait_settled(client, Some(&s.ns), args).await?;
         let from = Timestamp::now();
         match id {
             "L6" => {
@@ -158,18 +155,17 @@ async fn run_on(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> R
                 s.random_updates(third, Duration::from_millis(200)).await?;
                 running.stop();
                 s.random_updates(third, Duration::from_millis(200)).await?;
-                running = Running::start(&base, &kubeconfig, &log).map_err(|e| format!("restarting: {e}"))?;
+                running = Running::start(&base, kubeconfig, log).map_err(|e| format!("restarting: {e}"))?;
                 s.random_updates(third, Duration::from_millis(200)).await?;
             }
             "L11" if profile.name == "reloader" => {
                 running.stop();
-                running =
-                    Running::start(profile, &kubeconfig, &log).map_err(|e| format!("restarting: {e}"))?;
-                scenarios::probe_ready(&client, &mut changes, &mut running, args).await?;
+                running = Running::start(profile, kubeconfig, log).map_err(|e| format!("restarting: {e}"))?;
+                scenarios::probe_ready(client, &mut changes, &mut running, args).await?;
                 s.drive(seconds).await?;
                 running.stop();
-                running = Running::start(&base, &kubeconfig, &log).map_err(|e| format!("restarting: {e}"))?;
-                scenarios::probe_ready(&client, &mut changes, &mut running, args).await?;
+                running = Running::start(&base, kubeconfig, log).map_err(|e| format!("restarting: {e}"))?;
+                scenarios::probe_ready(client, &mut changes, &mut running, args).await?;
             }
             _ => s.drive(seconds).await?,
         }
@@ -221,11 +217,11 @@ async fn run_on(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> R
     let mut scenarios = Vec::new();
     for mut r in runs {
         if r.result.not_applicable.is_none() {
-            let counts = audit::count_in(&audit_log, &user, &r.ns, r.from, to);
+            let counts = audit::count_in(&session.audit_log, &session.user, &r.ns, r.from, to);
             r.result.workload_writes = audit::workload_writes(&counts);
             r.result.refused_writes = audit::refused_workload_writes(&counts);
             r.result.converged_ms = r.converged_ms(changes.last());
-            r.result.left_paused = r.left_paused(&client).await?;
+            r.result.left_paused = r.left_paused(client).await?;
         }
         scenarios.push(r.result);
     }
@@ -879,43 +875,15 @@ async fn patch_object(client: &Client, ns: &str, kind: &str, name: &str, body: V
 
 /// Creates an object of `resource` in `ns` (`""`: cluster-scoped); one that exists already is fine.
 async fn create(client: &Client, ns: &str, resource: &str, body: Value) -> Result<(), Error> {
-    let pp = PostParams::default();
-    let name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
-    let result = match resource {
-        "namespaces" => Api::<Namespace>::all(client.clone())
-            .create(&pp, &from(body)?)
-            .await
-            .map(drop),
-        "configmaps" => Api::<ConfigMap>::namespaced(client.clone(), ns)
-            .create(&pp, &from(body)?)
-            .await
-            .map(drop),
-        "secrets" => Api::<Secret>::namespaced(client.clone(), ns)
-            .create(&pp, &from(body)?)
-            .await
-            .map(drop),
-        "statefulsets" => Api::<StatefulSet>::namespaced(client.clone(), ns)
-            .create(&pp, &from(body)?)
-            .await
-            .map(drop),
-        "daemonsets" => Api::<DaemonSet>::namespaced(client.clone(), ns)
-            .create(&pp, &from(body)?)
-            .await
-            .map(drop),
-        _ => Api::<Deployment>::namespaced(client.clone(), ns)
-            .create(&pp, &from(body)?)
-            .await
-            .map(drop),
-    };
-    match result {
-        Ok(()) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(e) => Err(format!("creating {resource} {ns}/{name}: {e}")),
+    let c = client.clone();
+    match resource {
+        "namespaces" => scenarios::create(&Api::<Namespace>::all(c), body).await,
+        "configmaps" => scenarios::create(&Api::<ConfigMap>::namespaced(c, ns), body).await,
+        "secrets" => scenarios::create(&Api::<Secret>::namespaced(c, ns), body).await,
+        "statefulsets" => scenarios::create(&Api::<StatefulSet>::namespaced(c, ns), body).await,
+        "daemonsets" => scenarios::create(&Api::<DaemonSet>::namespaced(c, ns), body).await,
+        _ => scenarios::create(&Api::<Deployment>::namespaced(c, ns), body).await,
     }
-}
-
-fn from<K: serde::de::DeserializeOwned>(body: Value) -> Result<K, Error> {
-    serde_json::from_value(body).map_err(|e| e.to_string())
 }
 
 impl LoadResult {

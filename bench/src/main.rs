@@ -5,8 +5,9 @@
 //! ```text
 //! for each of --repeat rounds, the controllers in alternating order (wave, Wave, Reloader; then reversed):
 //!   testenv up --audit ─► populate ─► start ─► S4 startup, S1 latency, S3 fan-out, S6 storm, S7 flapping,
-//!   S8 bad config (restarted with pacing), S11 apiserver restarts, the defaults pass (first round only)
-//!   ─► per payload size: unreferenced Secrets ─► restart: S5 ─► idle window: S2, S4 idle ─► testenv down
+//!   S8 bad config (restarted with pacing), the defaults pass (first round only)
+//!   ─► per payload size: unreferenced Secrets ─► restart: S5 ─► idle window: S2, S4 idle
+//!   ─► S11 apiserver restarts, last ─► testenv down
 //! then S9, wave alone: the chaos soak (bench/src/chaos.rs); M1 (switching from Reloader, bench/src/from_reloader.rs)
 //! with --reloader-migration-only; M2 (switching from Wave) with --migration-only;
 //! H1 (the cost of config history, bench/src/history.rs) with --history-only

@@ -26,7 +26,7 @@ use serde::Serialize;
 use crate::Args;
 use crate::audit;
 use crate::controller::{self, Profile, Running};
-use crate::scenarios::{self, CANARY_NS, S1Pods, TemplateChanges};
+use crate::scenarios::{self, S1Pods, Session, TemplateChanges};
 
 /// One controller at one size.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -129,17 +129,14 @@ async fn at_size(
 }
 
 async fn measure(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> Result<ScalePoint, String> {
-    let client = cluster.client().await;
-    let user = format!("bench-{}", profile.name);
-    let kubeconfig = cluster.user_kubeconfig(&user, Some("system:masters"));
-    let log = cluster.dir().join("logs").join(format!("{}.log", profile.name));
-    let audit_log = cluster.dir().join("logs/audit.log");
+    let session = Session::new(cluster, profile).await;
+    let (client, kubeconfig, log) = (&session.client, &session.kubeconfig, &session.log);
     let t = Instant::now();
-    scenarios::populate(&client, args, profile, S1Pods::None).await?;
-    scenarios::fill_unreferenced(&client, args.unreferenced, args.scale_secret_kib).await?;
-    scenarios::wait_settled(&client, None, args).await?;
+    scenarios::populate(client, args, profile, S1Pods::None).await?;
+    scenarios::fill_unreferenced(client, args.unreferenced, args.scale_secret_kib).await?;
+    scenarios::wait_settled(client, None, args).await?;
     eprintln!("  populated in {:.0?}", t.elapsed());
-    let mut changes = TemplateChanges::start(&client).await?;
+    let mut changes = TemplateChanges::start(client).await?;
     let mut point = ScalePoint {
         deployments: args.deployments,
         unreferenced_secrets: args.unreferenced,
@@ -150,19 +147,18 @@ async fn measure(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> 
 
     let started = Timestamp::now();
     let t0 = Instant::now();
-    let mut running = Running::start(profile, &kubeconfig, &log).map_err(|e| format!("starting: {e}"))?;
+    let mut running = Running::start(profile, kubeconfig, log).map_err(|e| format!("starting: {e}"))?;
     let over = watchdog(running.pid(), args.scale_memory_ceiling_gib << 30);
     let steps = async {
-        scenarios::probe_ready(&client, &mut changes, &mut running, args).await?;
+        scenarios::probe_ready(client, &mut changes, &mut running, args).await?;
         if profile.hashes_at_start {
-            scenarios::wait_all_hashed(&client, args).await?;
+            scenarios::wait_all_hashed(client, args).await?;
         }
         point.checked_ms = t0.elapsed().as_secs_f64() * 1000.0;
-        let counts = audit::count(&audit_log, &user, CANARY_NS, started, Timestamp::now());
-        point.startup_requests = audit::total(&counts);
-        scenarios::wait_settled(&client, None, args).await?;
-        let cost = |from, to| audit::count(&audit_log, &user, CANARY_NS, from, to);
-        let spread = scenarios::spread_and_fan_out(args, &client, &mut changes, &cost, "v").await?;
+        point.startup_requests = audit::total(&session.cost(started, Timestamp::now()));
+        scenarios::wait_settled(client, None, args).await?;
+        let cost = |from, to| session.cost(from, to);
+        let spread = scenarios::spread_and_fan_out(args, client, &mut changes, &cost, "v").await?;
         point.s1_p99_ms = spread.s1.p99_ms;
         point.s1_missed = spread.s1.missed;
         let memory = scenarios::idle_window(&mut running, profile, args, args.scale_secret_kib).await?;

@@ -5,8 +5,9 @@
 //! ```text
 //! populate ─► start ─► ready (a ConfigMap and a Secret change handled) ─► hashed ─► settled: S4 startup
 //! ─► S1 (raw samples) ─► S3 ─► settled ─► S6 ─► S7 ─► restart with pacing: S8
-//! ─► restart: S11 (apiserver killed for 20 s, each trial) ─► defaults pass: S1 + S3 at shipped settings
+//! ─► defaults pass: S1 + S3 at shipped settings
 //! ─► per payload size: unreferenced Secrets, restart, S5, idle window (RSS each second): S2, S4 idle
+//! ─► unreferenced Secrets deleted, restart: S11 (apiserver killed for 20 s, each trial), last
 //! ```
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -216,46 +217,43 @@ async fn run_on(
     cluster: &testenv::Cluster,
     defaults_pass: bool,
 ) -> Result<ControllerResult, Error> {
-    let client = cluster.client().await;
-    let user = format!("bench-{}", profile.name);
-    let kubeconfig = cluster.user_kubeconfig(&user, Some("system:masters"));
-    let log = cluster.dir().join("logs").join(format!("{}.log", profile.name));
-    let audit_log = cluster.dir().join("logs/audit.log");
-    let cost = |from, to| audit::count(&audit_log, &user, CANARY_NS, from, to);
+    let session = Session::new(cluster, profile).await;
+    let (client, kubeconfig, log) = (&session.client, &session.kubeconfig, &session.log);
+    let cost = |from, to| session.cost(from, to);
 
     let t = Instant::now();
-    populate(&client, args, profile, S1Pods::One).await?;
-    wait_settled(&client, None, args).await?;
+    populate(client, args, profile, S1Pods::One).await?;
+    wait_settled(client, None, args).await?;
     eprintln!("  populated in {:.0?}", t.elapsed());
-    let mut changes = TemplateChanges::start(&client).await?;
+    let mut changes = TemplateChanges::start(client).await?;
     let mut r = ControllerResult::default();
 
     // S4 at startup: until the controller handles a change of each kind (and, for hashing
     // controllers, has hashed every workload).
     let started = Timestamp::now();
-    let mut running = Running::start(profile, &kubeconfig, &log).map_err(|e| format!("starting: {e}"))?;
-    probe_ready(&client, &mut changes, &mut running, args).await?;
+    let mut running = Running::start(profile, kubeconfig, log).map_err(|e| format!("starting: {e}"))?;
+    probe_ready(client, &mut changes, &mut running, args).await?;
     if profile.hashes_at_start {
-        wait_all_hashed(&client, args).await?;
+        wait_all_hashed(client, args).await?;
     }
     let settled = Timestamp::now();
     r.s4.startup = cost(started, settled);
     r.s4.startup_requests = audit::total(&r.s4.startup);
     // Every rollout the start-up caused is over before anything is timed.
-    wait_settled(&client, None, args).await?;
+    wait_settled(client, None, args).await?;
 
     if !args.safety_only {
-        let spread = spread_and_fan_out(args, &client, &mut changes, &cost, "v").await?;
+        let spread = spread_and_fan_out(args, client, &mut changes, &cost, "v").await?;
         r.s4.per_change_requests = spread.per_change_requests;
         r.s4.per_change_workload_writes = spread.per_change_workload_writes;
         (r.s1, r.s3) = (spread.s1, spread.s3);
         // S6 starts once the Deployment controller is done with S3's rollouts, not in their backlog.
-        wait_settled(&client, Some(FANOUT_NS), args).await?;
+        wait_settled(client, Some(FANOUT_NS), args).await?;
     }
 
     // S6: 10 changes spread over 2 s; S7: one change per second for `flap_seconds`.
     r.s6 = churn(
-        &client,
+        client,
         &mut changes,
         &cost,
         ("bench-storm", "storm"),
@@ -269,7 +267,7 @@ async fn run_on(
         r.s6.replicasets_per_deployment_mean
     );
     r.s7 = churn(
-        &client,
+        client,
         &mut changes,
         &cost,
         ("bench-flap", "flap"),
@@ -285,10 +283,10 @@ async fn run_on(
 
     // S8, with the controller restarted with whatever it has to pace rollouts.
     running.stop();
-    running = Running::start_with(profile, &profile.pacing, &kubeconfig, &log)
+    running = Running::start_with(profile, &profile.pacing, kubeconfig, log)
         .map_err(|e| format!("restarting for S8: {e}"))?;
-    probe_ready(&client, &mut changes, &mut running, args).await?;
-    r.s8 = bad_config(&client, &mut changes, args, profile).await?;
+    probe_ready(client, &mut changes, &mut running, args).await?;
+    r.s8 = bad_config(client, &mut changes, args, profile).await?;
     eprintln!(
         "  S8 {} of {} Deployments rolled, {} left broken",
         r.s8.rolled, r.s8.deployments, r.s8.broken
@@ -298,40 +296,28 @@ async fn run_on(
         return Ok(r);
     }
 
-    // S11, with the controller as it runs by default in the benchmark.
-    running = Running::start(profile, &kubeconfig, &log).map_err(|e| format!("restarting: {e}"))?;
-    probe_ready(&client, &mut changes, &mut running, args).await?;
-    r.s11 = apiserver_restart(cluster, &client, args).await?;
-    eprintln!(
-        "  S11 median {:.0} ms, max {:.0} ms after /readyz",
-        r.s11.median_ms, r.s11.max_ms
-    );
-    // The benchmark's own watch is back too before anything else is timed.
-    probe_ready(&client, &mut changes, &mut running, args).await?;
-
     if defaults_pass {
-        running.stop();
         let at_defaults = profile.at_defaults();
-        running = Running::start(&at_defaults, &kubeconfig, &log)
+        running = Running::start(&at_defaults, kubeconfig, log)
             .map_err(|e| format!("restarting at defaults: {e}"))?;
-        probe_ready(&client, &mut changes, &mut running, args).await?;
-        wait_settled(&client, None, args).await?;
-        let spread = spread_and_fan_out(args, &client, &mut changes, &cost, "d").await?;
+        probe_ready(client, &mut changes, &mut running, args).await?;
+        wait_settled(client, None, args).await?;
+        let spread = spread_and_fan_out(args, client, &mut changes, &cost, "d").await?;
         r.defaults = Some(DefaultsPass {
             s1: spread.s1,
             s3: spread.s3,
         });
-        wait_settled(&client, None, args).await?;
+        wait_settled(client, None, args).await?;
+        running.stop();
     }
 
     // S2 per payload size, with S5 (restart with nothing changed) and S4 idle on the first.
     for (i, &kib) in args.payload_kib.iter().enumerate() {
-        fill_unreferenced(&client, args.unreferenced, kib).await?;
-        running.stop();
+        fill_unreferenced(client, args.unreferenced, kib).await?;
         let restarted = Timestamp::now();
         let t0 = Instant::now();
-        running = Running::start(profile, &kubeconfig, &log).map_err(|e| format!("restarting: {e}"))?;
-        let ready_at = probe_ready(&client, &mut changes, &mut running, args).await?;
+        running = Running::start(profile, kubeconfig, log).map_err(|e| format!("restarting: {e}"))?;
+        let ready_at = probe_ready(client, &mut changes, &mut running, args).await?;
         let idle_from = Timestamp::now();
         let memory = idle_window(&mut running, profile, args, kib).await?;
         let idle_to = Timestamp::now();
@@ -348,9 +334,50 @@ async fn run_on(
             r.s4.idle = cost(idle_from, idle_to);
             r.s4.idle_requests_per_minute = audit::total(&r.s4.idle) as f64 * 60.0 / args.idle_seconds as f64;
         }
+        running.stop();
     }
+
+    // S11 comes last, on S1's cluster state (the unreferenced Secrets gone): with the apiserver down,
+    // kwok's nodes stop renewing their leases and the node lifecycle controller marks them unreachable,
+    // so pods are left unavailable for a while, and nothing that waits for a settled cluster can follow.
+    fill_unreferenced(client, 0, 1).await?;
+    running = Running::start(profile, kubeconfig, log).map_err(|e| format!("restarting: {e}"))?;
+    probe_ready(client, &mut changes, &mut running, args).await?;
+    r.s11 = apiserver_restart(cluster, client, args).await?;
+    eprintln!(
+        "  S11 median {:.0} ms, max {:.0} ms after /readyz",
+        r.s11.median_ms, r.s11.max_ms
+    );
     running.stop();
     Ok(r)
+}
+
+/// What a run of one controller on one control plane needs: the admin client, and the controller's own
+/// user (so the audit log attributes its requests), kubeconfig and log.
+pub(crate) struct Session {
+    pub client: Client,
+    pub user: String,
+    pub kubeconfig: std::path::PathBuf,
+    pub log: std::path::PathBuf,
+    pub audit_log: std::path::PathBuf,
+}
+
+impl Session {
+    pub(crate) async fn new(cluster: &testenv::Cluster, profile: &Profile) -> Session {
+        let user = format!("bench-{}", profile.name);
+        Session {
+            client: cluster.client().await,
+            kubeconfig: cluster.user_kubeconfig(&user, Some("system:masters")),
+            log: cluster.dir().join("logs").join(format!("{}.log", profile.name)),
+            audit_log: cluster.dir().join("logs/audit.log"),
+            user,
+        }
+    }
+
+    /// The controller's requests between `from` and `to`, the readiness probe's left out.
+    pub(crate) fn cost(&self, from: Timestamp, to: Timestamp) -> Counts {
+        audit::count(&self.audit_log, &self.user, CANARY_NS, from, to)
+    }
 }
 
 /// S2's idle window: RSS once a second, CPU time over the window, and a Go peer's heap at its end.
@@ -783,7 +810,8 @@ pub(crate) async fn fill_unreferenced(client: &Client, count: usize, kib: usize)
     Ok(())
 }
 
-async fn create<K>(api: &Api<K>, body: serde_json::Value) -> Result<(), Error>
+/// Creates the object `body` describes through `api`; one that exists already is fine.
+pub(crate) async fn create<K>(api: &Api<K>, body: serde_json::Value) -> Result<(), Error>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + Serialize + std::fmt::Debug,
 {
