@@ -580,13 +580,14 @@ impl<'a> Scenario<'a> {
                 self.serial += 1;
                 batch.push((i, self.serial));
             }
+            let sent = Instant::now();
             let writes = batch.iter().map(|&(i, serial)| {
                 let (object, _) = &self.objects[i];
                 update(self.client, &self.ns, object, serial)
             });
             for (r, (i, _)) in futures::future::join_all(writes).await.into_iter().zip(&batch) {
                 r?;
-                self.changed(*i);
+                self.changed(*i, sent);
             }
         }
         Ok(())
@@ -643,14 +644,17 @@ impl<'a> Scenario<'a> {
     /// Changes object `i`'s data.
     async fn change(&mut self, i: usize) -> Result<(), Error> {
         self.serial += 1;
+        let sent = Instant::now();
         update(self.client, &self.ns, &self.objects[i].0, self.serial).await?;
-        self.changed(i);
+        self.changed(i, sent);
         Ok(())
     }
 
-    fn changed(&mut self, i: usize) {
+    /// Object `i` changed by a request `sent` then. The change is timed from the request, not its
+    /// response: a controller can act on it, and the watch show its write, before the response is read.
+    fn changed(&mut self, i: usize, sent: Instant) {
         let (object, users) = &self.objects[i];
-        self.last_change.insert(object.clone(), Instant::now());
+        self.last_change.insert(object.clone(), sent);
         self.result.changes += 1;
         self.result.expected_reloads += users.len() as u64;
     }

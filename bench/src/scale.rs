@@ -283,6 +283,11 @@ impl ScaleResult {
                 .configure_mesh()
                 .x_desc("opted-in Deployments (log)")
                 .y_desc(y_desc)
+                .x_labels(6)
+                .y_labels(6)
+                .x_label_formatter(&|v| format!("{v:.0}"))
+                .y_label_formatter(&|v| format!("{v:.0}"))
+                .light_line_style(WHITE)
                 .draw()
                 .map_err(|e| e.to_string())?;
             for (i, (name, curve)) in self.curves.iter().enumerate() {
@@ -299,6 +304,17 @@ impl ScaleResult {
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
                 chart
                     .draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))
+                    .map_err(|e| e.to_string())?;
+                // Each point's value beside it: a log axis within one decade has hardly any labels.
+                chart
+                    .draw_series(points.iter().map(|&(x, y)| {
+                        let label = if y < 10.0 {
+                            format!("{y:.1}")
+                        } else {
+                            format!("{y:.0}")
+                        };
+                        Text::new(label, (x * 1.08, y), ("sans-serif", 14).into_font().color(&color))
+                    }))
                     .map_err(|e| e.to_string())?;
             }
             chart
