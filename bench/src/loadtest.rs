@@ -391,16 +391,10 @@ impl<'a> Scenario<'a> {
             json!({"metadata": {"name": self.ns}}),
         )
         .await?;
-        let cm =
-            |n: usize, prefix: &str| -> Vec<String> { (0..n).map(|i| format!("{prefix}-{i}")).collect() };
         match self.id {
             "L1" | "L6" | "L11" => {
                 let n = if self.id == "L6" { 20 } else { 10 };
-                for name in cm(n, "cfg") {
-                    self.config("configmap", &name, 1).await?;
-                    self.deployment(&format!("app-{name}"), &[("configmap", &name, Use::Volume)])
-                        .await?;
-                }
+                self.one_to_one(n, "cfg", 1).await?;
             }
             "L2" => {
                 self.config("configmap", "shared", 1).await?;
@@ -418,44 +412,36 @@ impl<'a> Scenario<'a> {
                     for i in 0..20 {
                         let name = format!("cfg-{i}");
                         self.config_in(&ns, "configmap", &name, 1).await?;
-                        self.deployment_in(&ns, &format!("app-{i}"), &[("configmap", &name, Use::Volume)])
+                        let uses = [("configmap", name.as_str(), Use::Volume)];
+                        self.workload_in(&ns, "deployments", &format!("app-{i}"), &uses)
                             .await?;
                     }
                 }
             }
             "L4" => {
-                for name in cm(10, "cfg") {
-                    self.config("configmap", &name, 1).await?;
-                    self.deployment(&format!("app-{name}"), &[("configmap", &name, Use::Volume)])
-                        .await?;
-                }
+                self.one_to_one(10, "cfg", 1).await?;
             }
             "L5" => self.config("configmap", "shared", 1).await?,
             "L7" => {
-                for name in cm(50, "cfg") {
-                    self.config("configmap", &name, 1).await?;
-                    self.deployment(&format!("app-{name}"), &[("configmap", &name, Use::Volume)])
-                        .await?;
-                }
+                self.one_to_one(50, "cfg", 1).await?;
             }
             "L8" => {
-                for name in cm(10, "big") {
-                    self.config("configmap", &name, 100).await?;
-                    self.deployment(&format!("app-{name}"), &[("configmap", &name, Use::Volume)])
-                        .await?;
-                }
+                self.one_to_one(10, "big", 100).await?;
             }
             "L9" => {
+                let ns = self.ns.clone();
                 self.config("configmap", "shared", 1).await?;
                 let uses = [("configmap", "shared", Use::EnvFrom)];
                 for i in 0..5 {
                     self.deployment(&format!("deploy-{i}"), &uses).await?;
                 }
                 for i in 0..3 {
-                    self.workload("statefulsets", &format!("sts-{i}"), &uses).await?;
+                    self.workload_in(&ns, "statefulsets", &format!("sts-{i}"), &uses)
+                        .await?;
                 }
                 for i in 0..2 {
-                    self.workload("daemonsets", &format!("ds-{i}"), &uses).await?;
+                    self.workload_in(&ns, "daemonsets", &format!("ds-{i}"), &uses)
+                        .await?;
                 }
             }
             "L10" => {
@@ -483,11 +469,7 @@ impl<'a> Scenario<'a> {
                 }
             }
             "L12" => {
-                for name in cm(10, "cfg") {
-                    self.config("configmap", &name, 1).await?;
-                    self.deployment(&format!("app-{name}"), &[("configmap", &name, Use::Volume)])
-                        .await?;
-                }
+                self.one_to_one(10, "cfg", 1).await?;
             }
             _ => {
                 // L13: every way to reference config, one object each.
@@ -689,23 +671,20 @@ impl<'a> Scenario<'a> {
         Ok(())
     }
 
+    /// `n` ConfigMaps `<prefix>-<i>` of `kib` KiB, each mounted by its own Deployment `app-<prefix>-<i>`.
+    async fn one_to_one(&mut self, n: usize, prefix: &str, kib: usize) -> Result<(), Error> {
+        for i in 0..n {
+            let name = format!("{prefix}-{i}");
+            self.config("configmap", &name, kib).await?;
+            self.deployment(&format!("app-{name}"), &[("configmap", &name, Use::Volume)])
+                .await?;
+        }
+        Ok(())
+    }
+
     async fn deployment(&mut self, name: &str, uses: &[(&str, &str, Use)]) -> Result<(), Error> {
         let ns = self.ns.clone();
-        self.deployment_in(&ns, name, uses).await
-    }
-
-    async fn deployment_in(&mut self, ns: &str, name: &str, uses: &[(&str, &str, Use)]) -> Result<(), Error> {
-        self.workload_in(ns, "deployments", name, uses).await
-    }
-
-    async fn workload(
-        &mut self,
-        resource: &str,
-        name: &str,
-        uses: &[(&str, &str, Use)],
-    ) -> Result<(), Error> {
-        let ns = self.ns.clone();
-        self.workload_in(&ns, resource, name, uses).await
+        self.workload_in(&ns, "deployments", name, uses).await
     }
 
     /// A workload of `resource` that uses each of `uses` (`kind`, object name, how), opted in to the
