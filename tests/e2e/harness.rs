@@ -400,6 +400,21 @@ pub async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, S
         .collect()
 }
 
+/// The first Event about `name` in `ns` that `matches` `(type, reason, note)`, waited for: an Event
+/// follows the write it reports, so it is never read on sight.
+pub async fn wait_event(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    what: &str,
+    matches: impl Fn(&(String, String, String)) -> bool,
+) -> (String, String, String) {
+    wait_for(what, TIMEOUT, || async {
+        events_for(client, ns, name).await.into_iter().find(&matches)
+    })
+    .await
+}
+
 /// Runs the `wave` binary with `args` (without the caller's `HELM_NAMESPACE`), against the test cluster
 /// when `kubeconfig` is given: `(exit code, stdout, stderr)`.
 pub fn run_wave(args: &[&str], kubeconfig: Option<&std::path::Path>) -> (i32, String, String) {

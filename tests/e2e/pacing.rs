@@ -296,9 +296,8 @@ async fn a_bad_config_rolls_at_most_two_of_twenty_halts_with_events_survives_a_r
         "the bad version reached {broken:?}"
     );
     let held = names(20).into_iter().find(|n| !broken.contains(n)).unwrap();
-    let events = events_for(&client, &ns, &held).await;
-    let halted = events.iter().find(|(_, r, _)| r == "RolloutHalted");
-    let (kind, _, note) = halted.unwrap_or_else(|| panic!("{held} got no RolloutHalted: {events:?}"));
+    let what = format!("{held}'s RolloutHalted Event");
+    let (kind, _, note) = wait_event(&client, &ns, &held, &what, |(_, r, _)| r == "RolloutHalted").await;
     assert_eq!(kind, "Warning");
     assert!(
         broken.iter().any(|b| note.contains(b.as_str())),

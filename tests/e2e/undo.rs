@@ -72,9 +72,8 @@ async fn an_undo_to_an_earlier_config_sticks_for_every_kind_until_the_config_cha
             Some(h1.as_str()),
             "{kind}: wave rolled the undo forward"
         );
-        let events = events_for(&client, &ns, &n).await;
-        let undo = events.iter().find(|(_, r, _)| r == "RolloutUndoDetected");
-        let (_, _, note) = undo.unwrap_or_else(|| panic!("{kind}: no RolloutUndoDetected: {events:?}"));
+        let what = format!("{kind}'s RolloutUndoDetected Event");
+        let (_, _, note) = wait_event(&client, &ns, &n, &what, |(_, r, _)| r == "RolloutUndoDetected").await;
         assert!(
             note.contains(h1.as_str()) && note.contains("wave unpin"),
             "{note}"

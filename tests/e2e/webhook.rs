@@ -359,12 +359,11 @@ async fn held_until_their_configmap_exists(client: &kube::Client, ns: &str) {
             .filter(|(_, r, _)| r == "SchedulingDisabled" || r == "ConfigMissing")
             .count();
         assert_eq!(missing, 1, "{kind}: one Event saying what is missing");
-        assert!(
-            events_for(&client, &ns, &n)
-                .await
-                .iter()
-                .any(|(_, r, n)| r == "SchedulingEnabled" && n.contains(GATE))
-        );
+        let what = format!("{kind}'s SchedulingEnabled Event naming the gate");
+        wait_event(&client, &ns, &n, &what, |(_, r, n)| {
+            r == "SchedulingEnabled" && n.contains(GATE)
+        })
+        .await;
     }
 }
 
@@ -473,12 +472,10 @@ async fn a_workload_gated_by_wave_with_its_fake_scheduler_is_restored() {
         "and the hash is written in the same patch"
     );
     wait_running(&client, &ns, "web").await;
-    assert!(
-        events_for(&client, &ns, "web")
-            .await
-            .iter()
-            .any(|(_, r, _)| r == "SchedulingEnabled")
-    );
+    wait_event(&client, &ns, "web", "a SchedulingEnabled Event", |(_, r, _)| {
+        r == "SchedulingEnabled"
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -346,11 +346,12 @@ async fn undo(
             .publish(workload, type_, event_reason, action::RESTORE_CONFIG, note)
             .await;
         if matches!(restored, history::Restored::Done(_)) {
+            remember_undone(ctx, id, pin);
             return Ok(Outcome::Restored);
         }
     }
     match api::patch_workload(&ctx.client, id, &undo::pin_patch(workload, pin)).await {
-        Ok(()) => {}
+        Ok(()) => remember_undone(ctx, id, pin),
         Err(e) if is_not_found(&e) => return Ok(Outcome::Gone),
         Err(source) => {
             return Err(ReconcileError::PatchWorkload {
@@ -383,6 +384,14 @@ async fn undo(
         )
         .await;
     Ok(Outcome::Pinned)
+}
+
+/// The template now stays on the hash it went back to: that is the hash it carries as far as undo
+/// detection goes. Noted at once, not at the next reconcile (which would note it too), because a config
+/// change may reach wave first: it would find the template still "back" on an earlier hash, take it for
+/// a new undo, and pin (or restore) again instead of rolling the change out.
+fn remember_undone(ctx: &Context, id: &WorkloadRef, pin: &Pin) {
+    ctx.known_hashes.note(id, &pin.hash);
 }
 
 /// Whether `write` rolls the workload because its config changed: a new hash on a workload that had
