@@ -1,17 +1,30 @@
 //! Kubernetes Events (events.k8s.io/v1) about workloads and the config objects they use.
 //!
+//! ```text
+//! reconcile / webhook ─► publish (builds the Event, never waits) ─► queue (bounded) ─► create_all
+//!                                        full: dropped, counted in wave_events_dropped_total
+//! ```
+//!
+//! Events leave the reconcile path: a rollout's latency is its PATCH, not the PATCH plus one POST per
+//! Event, and a slow or refused Event never holds a worker. An Event is still published only after the
+//! write it reports has succeeded, so it never claims what did not happen. Events still queued when
+//! wave exits are not created.
+//!
 //! NOTE: kube's `Recorder` aggregates repeats into an EventSeries keyed by reason and object but not by
 //! note (kube-runtime `events.rs`, `get_event_key`), so a second `ConfigChanged` would only bump the
 //! first Event's count and hide the new hash. Wave's users read the hash from the Event, so each Event is
 //! created on its own here; the one Event that can repeat (`ConfigMissing`) is de-duplicated by the
 //! reconcile, per distinct missing set.
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
+use prometheus_client::metrics::counter::Counter;
+use tokio::sync::mpsc;
 
 use wave_core::names;
 use wave_core::refs::ConfigKey;
@@ -28,29 +41,37 @@ pub enum EventType {
     Warning,
 }
 
+/// Events waiting to be created. A fan-out of thousands of rollouts publishes one Event each; beyond
+/// this many waiting, new ones are dropped (and counted) rather than held in memory.
+const QUEUE_LENGTH: usize = 4096;
+
+/// Events created at once: enough that the queue drains at the apiserver's pace, not one round trip's.
+const CREATING_AT_ONCE: usize = 8;
+
 /// Publishes Events as `reportingController: wave`, `reportingInstance: <identity>`.
 #[derive(Clone)]
 pub struct EventPublisher {
-    client: Client,
+    queue: mpsc::Sender<Event>,
     instance: String,
+    dropped: Counter,
 }
 
 impl EventPublisher {
-    /// A publisher reporting as `instance`.
-    pub fn new(client: Client, instance: String) -> Self {
-        Self { client, instance }
+    /// A publisher reporting as `instance`, and the task that creates what it publishes (so it must be
+    /// called within a Tokio runtime). Events dropped because the queue was full count in `dropped`.
+    pub fn new(client: Client, instance: String, dropped: Counter) -> Self {
+        let (queue, waiting) = mpsc::channel(QUEUE_LENGTH);
+        tokio::spawn(create_all(client, waiting));
+        Self {
+            queue,
+            instance,
+            dropped,
+        }
     }
 
-    /// Creates one Event about `workload`. A failure is logged, not returned: an Event that cannot be
-    /// created never stops a reconcile or an admission.
-    pub async fn publish(
-        &self,
-        workload: &Workload,
-        type_: EventType,
-        reason: &str,
-        action: &str,
-        note: String,
-    ) {
+    /// Queues one Event about `workload`. It never waits and never fails: an Event never stops or
+    /// slows a reconcile or an admission.
+    pub fn publish(&self, workload: &Workload, type_: EventType, reason: &str, action: &str, note: String) {
         let id = &workload.id;
         let regarding = ObjectReference {
             api_version: Some(id.kind.info().api_version.into()),
@@ -60,11 +81,11 @@ impl EventPublisher {
             uid: Some(workload.uid.clone()),
             ..Default::default()
         };
-        self.create(regarding, type_, reason, action, note).await;
+        self.enqueue(regarding, type_, reason, action, note);
     }
 
-    /// Creates one Event about a ConfigMap or Secret (logged, not returned, on failure).
-    pub async fn publish_config(
+    /// Queues one Event about a ConfigMap or Secret (see [`Self::publish`]).
+    pub fn publish_config(
         &self,
         key: &ConfigKey,
         type_: EventType,
@@ -79,10 +100,10 @@ impl EventPublisher {
             name: Some(key.name.clone()),
             ..Default::default()
         };
-        self.create(regarding, type_, reason, action, note).await;
+        self.enqueue(regarding, type_, reason, action, note);
     }
 
-    async fn create(
+    fn enqueue(
         &self,
         regarding: ObjectReference,
         type_: EventType,
@@ -90,6 +111,7 @@ impl EventPublisher {
         action: &str,
         note: String,
     ) {
+        // Stamped now, when it happened, not when the queue reaches it.
         let now = Timestamp::now();
         let (namespace, name) = (
             regarding.namespace.clone().unwrap_or_default(),
@@ -115,13 +137,32 @@ impl EventPublisher {
             regarding: Some(regarding),
             ..Default::default()
         };
-        if let Err(e) = Api::<Event>::namespaced(self.client.clone(), &namespace)
-            .create(&PostParams::default(), &event)
-            .await
-        {
-            tracing::warn!(object = %format!("{namespace}/{name}"), reason, error = %describe(&e), "could not publish Event");
+        if self.queue.try_send(event).is_err() {
+            self.dropped.inc();
+            tracing::warn!(object = %format!("{namespace}/{name}"), reason, "Event dropped: {QUEUE_LENGTH} Events are already waiting to be created");
         }
     }
+}
+
+/// Creates every queued Event, [`CREATING_AT_ONCE`] at a time, until every publisher is gone. A failure
+/// is logged, not retried: Events are advice, and the state they report is on the objects themselves.
+async fn create_all(client: Client, mut waiting: mpsc::Receiver<Event>) {
+    futures::stream::poll_fn(move |cx| waiting.poll_recv(cx))
+        .for_each_concurrent(CREATING_AT_ONCE, |event| {
+            let client = client.clone();
+            async move {
+                let namespace = event.metadata.namespace.clone().unwrap_or_default();
+                if let Err(e) = Api::<Event>::namespaced(client, &namespace)
+                    .create(&PostParams::default(), &event)
+                    .await
+                {
+                    let object = event.regarding.as_ref().and_then(|r| r.name.as_deref()).unwrap_or_default();
+                    let reason = event.reason.as_deref().unwrap_or_default();
+                    tracing::warn!(object = %format!("{namespace}/{object}"), reason, error = %describe(&e), "could not publish Event");
+                }
+            }
+        })
+        .await;
 }
 
 /// The longest `note` events.k8s.io/v1 accepts, in bytes; a longer one makes the apiserver refuse the
@@ -146,6 +187,21 @@ fn fit_note(mut note: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn publishing_never_waits_and_beyond_the_queue_events_are_dropped_and_counted() {
+        // Nothing listens on port 1: no Event could be created, and none needs to be for this test.
+        let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let dropped = Counter::default();
+        let events = EventPublisher::new(client, "test".into(), dropped.clone());
+        let key = ConfigKey::new(wave_core::refs::ConfigKind::ConfigMap, "ns", "cfg");
+        // The test's runtime has one thread and this loop never yields: the creating task takes none.
+        for _ in 0..QUEUE_LENGTH + 3 {
+            events.publish_config(&key, EventType::Normal, "Reason", "Action", "note".into());
+        }
+        assert_eq!(dropped.get(), 3);
+    }
 
     #[test]
     fn a_note_within_the_limit_is_kept_whole() {

@@ -240,6 +240,8 @@ pub struct Metrics {
     pub rollout_halts: Counter,
     /// Scheduling gates released because required config stayed missing past `--max-gate-duration`.
     pub gates_timed_out: Counter,
+    /// Events not created because too many were already waiting (`events`).
+    pub events_dropped: Counter,
     /// How long one reconcile took, by workload kind.
     pub reconcile_duration: Family<KindLabel, Histogram>,
     /// Workloads waiting in the reconcile queue (not counting those being reconciled).
@@ -277,6 +279,7 @@ impl Metrics {
             rollouts_halted: Gauge::default(),
             rollout_halts: Counter::default(),
             gates_timed_out: Counter::default(),
+            events_dropped: Counter::default(),
             reconcile_duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.001, 2.0, 16))
             }),
@@ -387,6 +390,11 @@ impl Metrics {
             "gates_timed_out",
             "Scheduling gates released after --max-gate-duration with required config still missing",
             m.gates_timed_out.clone(),
+        );
+        r.register(
+            "events_dropped",
+            "Events not created because too many were already waiting to be created",
+            m.events_dropped.clone(),
         );
         r.register(
             "reconcile_duration_seconds",

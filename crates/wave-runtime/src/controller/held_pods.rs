@@ -113,15 +113,13 @@ pub async fn delete(ctx: &Context, workload: &Workload) -> Result<Outcome, Recon
             names::SCHEDULING_GATE,
             id.kind
         );
-        ctx.events
-            .publish(
-                workload,
-                EventType::Normal,
-                reason::HELD_PODS_DELETED,
-                action::GATE_SCHEDULING,
-                note,
-            )
-            .await;
+        ctx.events.publish(
+            workload,
+            EventType::Normal,
+            reason::HELD_PODS_DELETED,
+            action::GATE_SCHEDULING,
+            note,
+        );
     }
     Ok(Outcome::HeldPodsDeleted)
 }

@@ -86,8 +86,7 @@ pub async fn keep(
                 hash,
                 format!("Listing the revisions of {id} failed"),
                 &e,
-            )
-            .await;
+            );
             return Ok(None);
         }
         Err(e) => return Err(fail("listing its revisions".into())(e)),
@@ -119,7 +118,7 @@ pub async fn keep(
                     "Keeping the config snapshot {name} (revision {})",
                     revision.number
                 );
-                refused(ctx, workload, hash, what, &e).await;
+                refused(ctx, workload, hash, what, &e);
                 return Ok(None);
             }
             Err(e) => return Err(fail(format!("keeping the config snapshot {name}"))(e)),
@@ -136,19 +135,17 @@ fn refused_for_good(e: &kube::Error) -> bool {
 }
 
 /// Says once for this hash that its snapshot cannot be kept, and why.
-async fn refused(ctx: &Context, workload: &Workload, hash: &str, what: String, e: &kube::Error) {
+fn refused(ctx: &Context, workload: &Workload, hash: &str, what: String, e: &kube::Error) {
     ctx.kept_snapshots.note(&workload.id, hash, workload.generation);
     let note = format!("{what}: {}. See docs/history.md.", describe(e));
     tracing::warn!(workload = %workload.id, "{note}");
-    ctx.events
-        .publish(
-            workload,
-            EventType::Warning,
-            reason::CONFIG_SNAPSHOT_FAILED,
-            action::KEEP_CONFIG_HISTORY,
-            note,
-        )
-        .await;
+    ctx.events.publish(
+        workload,
+        EventType::Warning,
+        reason::CONFIG_SNAPSHOT_FAILED,
+        action::KEEP_CONFIG_HISTORY,
+        note,
+    );
 }
 
 /// What [`restore`] did.

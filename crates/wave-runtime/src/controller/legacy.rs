@@ -53,15 +53,13 @@ pub async fn clean(ctx: &Context, workload: &Workload) -> Result<Cleanup, Reconc
                 removed.join(", ")
             );
             tracing::info!(workload = %workload.id, "{note}");
-            ctx.events
-                .publish(
-                    workload,
-                    EventType::Normal,
-                    reason::LEGACY_WAVE_REMOVED,
-                    action::REMOVE_LEGACY,
-                    note,
-                )
-                .await;
+            ctx.events.publish(
+                workload,
+                EventType::Normal,
+                reason::LEGACY_WAVE_REMOVED,
+                action::REMOVE_LEGACY,
+                note,
+            );
         }
         Ok(_) => {}
         Err(e) => {
@@ -73,15 +71,13 @@ pub async fn clean(ctx: &Context, workload: &Workload) -> Result<Cleanup, Reconc
                     _ => "leftovers",
                 }
             );
-            ctx.events
-                .publish(
-                    workload,
-                    EventType::Warning,
-                    reason::LEGACY_WAVE_CLEANUP_FAILED,
-                    action::REMOVE_LEGACY,
-                    note,
-                )
-                .await;
+            ctx.events.publish(
+                workload,
+                EventType::Warning,
+                reason::LEGACY_WAVE_CLEANUP_FAILED,
+                action::REMOVE_LEGACY,
+                note,
+            );
         }
     }
     result.map(|removed| {

@@ -109,7 +109,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         content: ContentCache::new(client.clone(), metrics.clone()),
         queue: WorkQueue::new(metrics.queue_depth.clone(), metrics.queue_wait.clone()),
         limiter: Mutex::new(TokenBucket::new(config.update_rate, config.update_burst)),
-        events: EventPublisher::new(client.clone(), identity.clone()),
+        events: EventPublisher::new(client.clone(), identity.clone(), metrics.events_dropped.clone()),
         metrics: metrics.clone(),
         watch_health: Arc::default(),
         leader: AtomicBool::new(lease.is_none()),
@@ -237,15 +237,14 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
         if !fx.progressed.is_empty() {
             let halts = pacing::progressed(&ctx);
             if !halts.new.is_empty() {
-                let ctx = ctx.clone();
-                tokio::spawn(async move { pacing::announce(&ctx, halts).await });
+                pacing::announce(&ctx, halts);
             }
         }
     }
 }
 
 /// A config object started flapping: one Warning on the object, and the metrics.
-fn flap_started(ctx: &Arc<Context>, key: &wave_core::refs::ConfigKey) {
+fn flap_started(ctx: &Context, key: &wave_core::refs::ConfigKey) {
     let count = ctx.flaps().flapping_count();
     ctx.metrics.config_flapping.set(count as i64);
     ctx.metrics.flap_episodes.inc();
@@ -255,18 +254,13 @@ fn flap_started(ctx: &Arc<Context>, key: &wave_core::refs::ConfigKey) {
         policy.threshold, policy.window, policy.quiet
     );
     tracing::warn!(config = %key, "{note}");
-    let (ctx, key) = (ctx.clone(), key.clone());
-    tokio::spawn(async move {
-        ctx.events
-            .publish_config(
-                &key,
-                EventType::Warning,
-                reason::CONFIG_FLAPPING,
-                action::HOLD_ROLLOUT,
-                note,
-            )
-            .await;
-    });
+    ctx.events.publish_config(
+        key,
+        EventType::Warning,
+        reason::CONFIG_FLAPPING,
+        action::HOLD_ROLLOUT,
+        note,
+    );
 }
 
 /// Consecutive failures per workload, shared by the workers, for exponential backoff.

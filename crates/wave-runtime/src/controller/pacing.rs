@@ -47,7 +47,7 @@ pub fn mark(
 
 /// Decides a config-triggered rollout under pacing, with the marker [`mark`] made for its write:
 /// `None` to write now, else why it waits.
-pub async fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Option<Outcome> {
+pub fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Option<Outcome> {
     let (priority, ignored) = pace::priority(workload);
     if let Some(why) = ignored {
         tracing::warn!(workload = %workload.id, "{why}");
@@ -64,7 +64,7 @@ pub async fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Optio
     for id in wake.into_iter().filter(|w| w != &workload.id) {
         ctx.queue.add(id, None);
     }
-    announce(ctx, changes).await;
+    announce(ctx, changes);
     match admission {
         Admission::Go => None,
         Admission::Queued {
@@ -79,15 +79,13 @@ pub async fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Optio
                     ordinal(position)
                 );
                 tracing::info!(workload = %workload.id, position, waiting, rolling, "rollout queued");
-                ctx.events
-                    .publish(
-                        workload,
-                        EventType::Normal,
-                        reason::ROLLOUT_QUEUED,
-                        action::PACE_ROLLOUT,
-                        note,
-                    )
-                    .await;
+                ctx.events.publish(
+                    workload,
+                    EventType::Normal,
+                    reason::ROLLOUT_QUEUED,
+                    action::PACE_ROLLOUT,
+                    note,
+                );
             }
             Some(Outcome::Queued(recheck(&census)))
         }
@@ -99,15 +97,13 @@ pub async fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Optio
                     resume_target(&halt.version)
                 );
                 tracing::warn!(workload = %workload.id, halt = %halt.describe(), "rollout halted");
-                ctx.events
-                    .publish(
-                        workload,
-                        EventType::Warning,
-                        reason::ROLLOUT_HALTED,
-                        action::PACE_ROLLOUT,
-                        note,
-                    )
-                    .await;
+                ctx.events.publish(
+                    workload,
+                    EventType::Warning,
+                    reason::ROLLOUT_HALTED,
+                    action::PACE_ROLLOUT,
+                    note,
+                );
             }
             Some(Outcome::Halted)
         }
@@ -136,9 +132,9 @@ pub fn progressed(ctx: &Context) -> HaltChanges {
 }
 
 /// A slot was taken for a write that was not made: give it back, and wake the next in line.
-pub async fn cancel(ctx: &Context, id: &WorkloadRef) {
+pub fn cancel(ctx: &Context, id: &WorkloadRef) {
     ctx.pacer().cancel(id);
-    announce(ctx, progressed(ctx)).await;
+    announce(ctx, progressed(ctx));
 }
 
 /// The census, what changed in the halts, and who is to look again because of that: on a new halt
@@ -172,7 +168,7 @@ fn update_metrics(ctx: &Context, census: &Census, pacer: &pace::Pacer) {
 }
 
 /// One Warning on each newly halted config object.
-pub async fn announce(ctx: &Context, changes: HaltChanges) {
+pub fn announce(ctx: &Context, changes: HaltChanges) {
     for halt in changes.new {
         ctx.metrics.rollout_halts.inc();
         tracing::warn!(halt = %halt.describe(), "config version halted");
@@ -182,15 +178,13 @@ pub async fn announce(ctx: &Context, changes: HaltChanges) {
             halt.describe(),
             resume_target(&halt.version)
         );
-        ctx.events
-            .publish_config(
-                &key,
-                EventType::Warning,
-                reason::ROLLOUT_HALTED,
-                action::PACE_ROLLOUT,
-                note,
-            )
-            .await;
+        ctx.events.publish_config(
+            &key,
+            EventType::Warning,
+            reason::ROLLOUT_HALTED,
+            action::PACE_ROLLOUT,
+            note,
+        );
     }
 }
 

@@ -191,7 +191,7 @@ async fn plan_and_write(
                 missing,
                 recheck_after,
             } => {
-                report_missing(ctx, &workload, missing_message(&missing)).await;
+                report_missing(ctx, &workload, missing_message(&missing));
                 return Ok(Outcome::Blocked { recheck_after });
             }
             Plan::Write(mut write) => {
@@ -222,7 +222,7 @@ async fn plan_and_write(
         }
         let paced = rollout && marker.is_some();
         if let Some(marker) = marker.as_ref().filter(|_| paced)
-            && let Some(outcome) = pacing::admit(ctx, &workload, marker).await
+            && let Some(outcome) = pacing::admit(ctx, &workload, marker)
         {
             return Ok(outcome);
         }
@@ -233,7 +233,7 @@ async fn plan_and_write(
         {
             // No write is coming: the slot taken for it frees (a retry asks for one again). A wait for
             // a token or the lease, or a conflict that is re-planned at once, keeps it.
-            pacing::cancel(ctx, id).await;
+            pacing::cancel(ctx, id);
         }
         match result? {
             Some(Outcome::Written) => {
@@ -242,7 +242,7 @@ async fn plan_and_write(
                     ctx.coalescer().record(id, Instant::now());
                 }
                 ctx.missing.forget(id);
-                after_write(ctx, &workload, &write, triggered).await;
+                after_write(ctx, &workload, &write, triggered);
                 return Ok(Outcome::Written);
             }
             Some(outcome) => return Ok(outcome),
@@ -298,15 +298,13 @@ pub(super) async fn write_once(
                 PatchStyle::Strategic => "the reload",
             };
             let note = format!("Writing {what} failed: {}", describe(&source));
-            ctx.events
-                .publish(
-                    workload,
-                    EventType::Warning,
-                    reason::WRITE_FAILED,
-                    action::UPDATE_CONFIG_HASH,
-                    note,
-                )
-                .await;
+            ctx.events.publish(
+                workload,
+                EventType::Warning,
+                reason::WRITE_FAILED,
+                action::UPDATE_CONFIG_HASH,
+                note,
+            );
             Err(ReconcileError::PatchWorkload {
                 workload: id.clone(),
                 source: Box::new(source),
@@ -343,8 +341,7 @@ async fn undo(
         };
         tracing::info!(workload = %id, reason = event_reason, "{note}");
         ctx.events
-            .publish(workload, type_, event_reason, action::RESTORE_CONFIG, note)
-            .await;
+            .publish(workload, type_, event_reason, action::RESTORE_CONFIG, note);
         if matches!(restored, history::Restored::Done(_)) {
             remember_undone(ctx, id, pin);
             return Ok(Outcome::Restored);
@@ -374,15 +371,13 @@ async fn undo(
         id.namespace
     );
     tracing::info!(workload = %id, hash = %pin.hash, "undo detected; pinned");
-    ctx.events
-        .publish(
-            workload,
-            EventType::Normal,
-            reason::ROLLOUT_UNDO_DETECTED,
-            action::PIN_HASH,
-            note,
-        )
-        .await;
+    ctx.events.publish(
+        workload,
+        EventType::Normal,
+        reason::ROLLOUT_UNDO_DETECTED,
+        action::PIN_HASH,
+        note,
+    );
     Ok(Outcome::Pinned)
 }
 
@@ -407,7 +402,7 @@ fn is_rollout(workload: &Workload, write: &Write) -> bool {
 /// interval since its last rollout has passed.
 pub(super) async fn hold_back(ctx: &Context, workload: &Workload, refs: &References) -> Option<Outcome> {
     let now = Instant::now();
-    settle_flaps(ctx, now).await;
+    settle_flaps(ctx, now);
     let keys = refs.keys();
     let held = ctx.flaps().held_until(keys.iter(), now);
     if let Some((object, until)) = held {
@@ -419,15 +414,13 @@ pub(super) async fn hold_back(ctx: &Context, workload: &Workload, refs: &Referen
                 policy.threshold, policy.window, policy.quiet
             );
             tracing::warn!(workload = %workload.id, config = %object, "rollout held back: config flapping");
-            ctx.events
-                .publish(
-                    workload,
-                    EventType::Warning,
-                    reason::CONFIG_FLAPPING,
-                    action::HOLD_ROLLOUT,
-                    note,
-                )
-                .await;
+            ctx.events.publish(
+                workload,
+                EventType::Warning,
+                reason::CONFIG_FLAPPING,
+                action::HOLD_ROLLOUT,
+                note,
+            );
         }
         return Some(Outcome::HeldFlapping(until.saturating_duration_since(now)));
     }
@@ -442,7 +435,7 @@ pub(super) async fn hold_back(ctx: &Context, workload: &Workload, refs: &Referen
 
 /// Ends the flapping episodes whose quiet period is over: one `ConfigSettled` on each object; the
 /// workloads they held get theirs with their write.
-async fn settle_flaps(ctx: &Context, now: Instant) {
+fn settle_flaps(ctx: &Context, now: Instant) {
     let settled = ctx.flaps().settle(now);
     if settled.is_empty() {
         return;
@@ -460,15 +453,13 @@ async fn settle_flaps(ctx: &Context, now: Instant) {
             s.held.len()
         );
         tracing::info!(config = %s.object, "config settled");
-        ctx.events
-            .publish_config(
-                &s.object,
-                EventType::Normal,
-                reason::CONFIG_SETTLED,
-                action::HOLD_ROLLOUT,
-                note,
-            )
-            .await;
+        ctx.events.publish_config(
+            &s.object,
+            EventType::Normal,
+            reason::CONFIG_SETTLED,
+            action::HOLD_ROLLOUT,
+            note,
+        );
     }
 }
 
@@ -493,21 +484,19 @@ async fn may_write(ctx: &Context, id: &WorkloadRef) -> Result<bool, ReconcileErr
 }
 
 /// Events and metrics after a successful write, never before (difference `merge-patch`).
-async fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggered: Option<Instant>) {
+fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggered: Option<Instant>) {
     let kind = workload.id.kind.as_str();
     if let Some(hash) = &write.hash {
         ctx.known_hashes.note(&workload.id, hash);
         if ctx.settled().remove(&workload.id) {
             let note = format!("The config that held this workload back settled; it rolled once, to {hash}.");
-            ctx.events
-                .publish(
-                    workload,
-                    EventType::Normal,
-                    reason::CONFIG_SETTLED,
-                    action::HOLD_ROLLOUT,
-                    note,
-                )
-                .await;
+            ctx.events.publish(
+                workload,
+                EventType::Normal,
+                reason::CONFIG_SETTLED,
+                action::HOLD_ROLLOUT,
+                note,
+            );
         }
         ctx.metrics.rollouts.get_or_create(&KindLabel { kind }).inc();
         if let Some(t) = triggered {
@@ -518,15 +507,13 @@ async fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggere
         tracing::info!(workload = %workload.id, hash = %hash, "config hash updated");
         // Wave's exact message.
         let note = format!("Configuration hash updated to {hash}");
-        ctx.events
-            .publish(
-                workload,
-                EventType::Normal,
-                reason::CONFIG_CHANGED,
-                action::UPDATE_CONFIG_HASH,
-                note,
-            )
-            .await;
+        ctx.events.publish(
+            workload,
+            EventType::Normal,
+            reason::CONFIG_CHANGED,
+            action::UPDATE_CONFIG_HASH,
+            note,
+        );
     }
     if let Some(release) = &write.release_gate {
         let gate = names::SCHEDULING_GATE;
@@ -555,36 +542,31 @@ async fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggere
         }
         tracing::info!(workload = %workload.id, reason, "scheduling gate released");
         ctx.events
-            .publish(workload, type_, reason, action::GATE_SCHEDULING, note)
-            .await;
+            .publish(workload, type_, reason, action::GATE_SCHEDULING, note);
     }
     if write.restore_scheduler.is_some() {
         tracing::info!(workload = %workload.id, "scheduling restored");
         let note = "Enabled scheduling since all children became available.".to_string();
-        ctx.events
-            .publish(
-                workload,
-                EventType::Normal,
-                reason::SCHEDULING_ENABLED,
-                action::UPDATE_CONFIG_HASH,
-                note,
-            )
-            .await;
+        ctx.events.publish(
+            workload,
+            EventType::Normal,
+            reason::SCHEDULING_ENABLED,
+            action::UPDATE_CONFIG_HASH,
+            note,
+        );
     }
 }
 
-async fn report_missing(ctx: &Context, workload: &Workload, message: String) {
+fn report_missing(ctx: &Context, workload: &Workload, message: String) {
     if ctx.missing.report(&workload.id, &message) {
         tracing::warn!(workload = %workload.id, "{message}; not writing the hash until it exists");
-        ctx.events
-            .publish(
-                workload,
-                EventType::Warning,
-                reason::CONFIG_MISSING,
-                action::CHECK_CONFIG,
-                message,
-            )
-            .await;
+        ctx.events.publish(
+            workload,
+            EventType::Warning,
+            reason::CONFIG_MISSING,
+            action::CHECK_CONFIG,
+            message,
+        );
     }
 }
 

@@ -72,8 +72,7 @@ pub async fn reconcile(
                     tracing::info!(workload = %id, "pause period over; resumed");
                     let note = "The pause period after a reload is over: resumed the Deployment.".to_string();
                     ctx.events
-                        .publish(&workload, EventType::Normal, RESUMED, action::RELOAD, note)
-                        .await;
+                        .publish(&workload, EventType::Normal, RESUMED, action::RELOAD, note);
                     // Its watch event brings it back, to write whatever changed during the pause.
                     return Ok(Outcome::Written);
                 }
@@ -117,7 +116,7 @@ pub async fn reconcile(
         match result {
             Some(Outcome::Written) => {
                 ctx.coalescer().record(&id, Instant::now());
-                after_write(ctx, &workload, &decision, triggered).await;
+                after_write(ctx, &workload, &decision, triggered);
                 ctx.reloader_seen().record(&id, decision.observed);
                 return Ok(Outcome::Written);
             }
@@ -185,7 +184,7 @@ fn references(targets: &[reloader::Target]) -> References {
 }
 
 /// Metrics, a log line and Reloader's Event, after the write succeeded.
-async fn after_write(
+fn after_write(
     ctx: &Context,
     workload: &Workload,
     decision: &reloader::Decision,
@@ -219,6 +218,5 @@ async fn after_write(
         workload.id
     );
     ctx.events
-        .publish(workload, EventType::Normal, RELOADED, action::RELOAD, note)
-        .await;
+        .publish(workload, EventType::Normal, RELOADED, action::RELOAD, note);
 }

@@ -83,19 +83,16 @@ pub async fn mutate(
         Ok(Ok(None)) => ("unchanged", response),
         Ok(Ok(Some(decision))) => match response.clone().with_patch(decision.patch) {
             Ok(r) => {
-                if let Some(notice) = decision.notice {
-                    // After the response: the apiserver's timeout is not spent on Events.
-                    let ctx = ctx.clone();
-                    tokio::spawn(async move {
-                        let Notice {
-                            workload,
-                            type_,
-                            reason,
-                            action,
-                            note,
-                        } = notice;
-                        ctx.events.publish(&workload, type_, reason, action, note).await;
-                    });
+                if let Some(Notice {
+                    workload,
+                    type_,
+                    reason,
+                    action,
+                    note,
+                }) = decision.notice
+                {
+                    // Queued: the apiserver's timeout is not spent on Events.
+                    ctx.events.publish(&workload, type_, reason, action, note);
                 }
                 (decision.label, r)
             }
