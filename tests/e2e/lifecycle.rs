@@ -2,7 +2,7 @@
 //! references across namespaces (issue: tests 5–8).
 
 use serde_json::json;
-use testenv::wait_for;
+use testenv::{cluster, wait_for};
 use wave_core::workload::WorkloadKind;
 
 use crate::harness::*;
@@ -52,6 +52,40 @@ async fn wakeups_after_changes(client: &kube::Client, ns: &str, wave: &Wave, exp
     })
     .await;
     triggers() - before
+}
+
+#[tokio::test]
+async fn at_start_up_a_namespace_of_many_referenced_objects_is_read_with_lists_not_one_get_each() {
+    let (client, ns) = setup("bulk").await;
+    let n = 2 * wave_core::tracker::BULK_READ_MIN;
+    let names: Vec<String> = (0..n).map(|i| format!("app-{i}")).collect();
+    for name in &names {
+        create_configmap(&client, &ns, name, json!({"level": name})).await;
+        create_secret(&client, &ns, name, json!({"password": name})).await;
+        let spec = pod_spec(
+            json!({"envFrom": [{"configMapRef": {"name": name}}, {"secretRef": {"name": name}}]}),
+            json!({}),
+        );
+        create_workload(&client, &ns, WorkloadKind::DEPLOYMENT, name, opted_in(&[]), spec).await;
+    }
+    let wave = Wave::start(&[&ns], &["--update-rate=inf"]).await;
+    let kubeconfig = cluster().kubeconfig();
+    for name in &names {
+        let hash = wait_hash_change(&client, &ns, WorkloadKind::DEPLOYMENT, name, None).await;
+        assert_eq!(
+            hash,
+            desired_hash(&kubeconfig, &ns, WorkloadKind::DEPLOYMENT, name),
+            "{name}: the hash of what the LIST read"
+        );
+    }
+    let gets = || wave.metric("wave_content_fetches_total", &[]);
+    assert_eq!(gets(), 0.0, "no object was read on its own");
+
+    // A change after start-up is read on its own, as before.
+    let before = hash_of(&client, &ns, WorkloadKind::DEPLOYMENT, "app-0").await;
+    patch_configmap(&client, &ns, "app-0", json!({"data": {"level": "changed"}})).await;
+    wait_hash_change(&client, &ns, WorkloadKind::DEPLOYMENT, "app-0", before.as_deref()).await;
+    assert_eq!(gets(), 1.0, "the changed ConfigMap, once");
 }
 
 #[tokio::test]

@@ -417,6 +417,27 @@ impl Tracker {
         self.configs.len()
     }
 
+    /// The namespaces and kinds whose referenced objects are cheaper to read with one paginated LIST
+    /// than with one GET each, as the content of every workload is first read after start-up: at least
+    /// [`BULK_READ_MIN`] referenced objects exist there, and they are at least half of the objects
+    /// there, so the LIST reads little that nobody references.
+    pub fn bulk_reads(&self) -> Vec<(String, ConfigKind)> {
+        // (namespace, kind) → (referenced, present)
+        let mut counts: BTreeMap<(&str, ConfigKind), (usize, usize)> = BTreeMap::new();
+        for key in self.configs.keys() {
+            let (referenced, present) = counts.entry((key.namespace.as_str(), key.kind)).or_default();
+            *present += 1;
+            if self.index.is_referenced(key) {
+                *referenced += 1;
+            }
+        }
+        counts
+            .into_iter()
+            .filter(|(_, (referenced, present))| *referenced >= BULK_READ_MIN && 2 * referenced >= *present)
+            .map(|((namespace, kind), _)| (namespace.to_string(), kind))
+            .collect()
+    }
+
     /// Every workload that needs a reconcile (after readiness, a leadership change or a resync).
     /// Empty until the tracker is ready: nothing may be decided on a partial view.
     pub fn all_to_reconcile(&self) -> Vec<WorkloadRef> {
@@ -790,6 +811,10 @@ fn adoption(w: &Workload) -> Option<WorkloadRef> {
         .then(|| WorkloadRef::new(WorkloadKind::DEPLOYMENT, w.id.namespace.clone(), name.clone()))
 }
 
+/// The fewest referenced objects of one kind in one namespace that [`Tracker::bulk_reads`] reads with
+/// a LIST: below it, a few GETs cost no more.
+pub const BULK_READ_MIN: usize = 8;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -881,6 +906,31 @@ mod tests {
         let (t, fx) = synced(vec![uses_cm("a", "x"), uses_cm("b", "y")], vec![]);
         assert!(t.is_ready() && fx.became_ready);
         assert_eq!(names_of(&fx), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_namespace_is_read_in_bulk_only_where_many_objects_are_referenced_and_they_are_most_of_it() {
+        let names = |prefix: &'static str, n: usize| (0..n).map(move |i| format!("{prefix}{i}"));
+        let used: Vec<String> = names("used", BULK_READ_MIN).collect();
+        let workloads = used.iter().map(|cm| uses_cm(&format!("w-{cm}"), cm)).collect();
+        let mut configs: Vec<ConfigMeta> = used.iter().map(|n| cm_meta(n, "1")).collect();
+        configs.extend(names("unused", BULK_READ_MIN).map(|n| cm_meta(&n, "1")));
+        let (t, _) = synced(workloads, configs.clone());
+        assert_eq!(
+            t.bulk_reads(),
+            [("ns".to_string(), ConfigKind::ConfigMap)],
+            "half of the namespace is referenced"
+        );
+
+        configs.push(cm_meta("one-more-unused", "1"));
+        let workloads = used.iter().map(|cm| uses_cm(&format!("w-{cm}"), cm)).collect();
+        let (t, _) = synced(workloads, configs);
+        assert!(t.bulk_reads().is_empty(), "less than half is referenced");
+
+        let few = &used[..BULK_READ_MIN - 1];
+        let workloads = few.iter().map(|cm| uses_cm(&format!("w-{cm}"), cm)).collect();
+        let (t, _) = synced(workloads, few.iter().map(|n| cm_meta(n, "1")).collect());
+        assert!(t.bulk_reads().is_empty(), "too few for a LIST to save anything");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! WorkloadKind (data: group, version, plural, template pointer) ─► ApiResource ─► Api<DynamicObject>
 //!     get_workload / list_workloads ─► Workload (wave_core)      patch_workload ─► merge patch as `wave`
 //!     get_object (status and selector, for held pods)
-//! ConfigKey ─► fetch_content ─► Content (wave_core)
+//! ConfigKey ─► fetch_content ─► Content (wave_core) · namespace × ConfigKind ─► list_content (pages)
 //! SecretName ─► read_hash_key ─► HashKey (wave_core; `--hash-key-secret`)
 //! history: list_revisions ─► Revision · get_snapshot ─► Snapshot objects
 //!          create_or_own ─► the snapshot exists, owned by the revision · current_config / patch_config
@@ -196,6 +196,47 @@ pub async fn fetch_content(
                 (secret.metadata, content)
             }),
     })
+}
+
+/// Objects per page of [`list_content`]: a page, not the namespace, bounds what is held at once.
+const LIST_PAGE: u32 = 100;
+
+/// Every object of `kind` in `namespace` with its content, page by page, handed to `each` and dropped.
+pub async fn list_content(
+    client: &Client,
+    namespace: &str,
+    kind: ConfigKind,
+    mut each: impl FnMut(ObjectMeta, Content),
+) -> Result<(), kube::Error> {
+    let mut params = ListParams::default().limit(LIST_PAGE);
+    loop {
+        let next = match kind {
+            ConfigKind::ConfigMap => {
+                let page = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+                    .list(&params)
+                    .await?;
+                for cm in page.items {
+                    let content = Content::from_config_map(&cm);
+                    each(cm.metadata, content);
+                }
+                page.metadata.continue_
+            }
+            ConfigKind::Secret => {
+                let page = Api::<Secret>::namespaced(client.clone(), namespace)
+                    .list(&params)
+                    .await?;
+                for secret in page.items {
+                    let content = Content::from_secret(&secret);
+                    each(secret.metadata, content);
+                }
+                page.metadata.continue_
+            }
+        };
+        match next.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(()),
+        }
+    }
 }
 
 /// The metadata of a config object (never its data); `None` if it does not exist.

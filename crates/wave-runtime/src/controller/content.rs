@@ -6,7 +6,13 @@
 //!                    cached at the tracker's version ─► cached content
 //!                    otherwise                      ─► one GET (consistent read), cache, use
 //! resolve_live(refs) ─► one GET per referenced key, concurrently (the webhook, before it gates)
+//! warm (once, when every watch has listed) ─► one paginated LIST per Tracker::bulk_reads namespace
+//!                                             and kind; the referenced objects are cached
 //! ```
+//!
+//! Warming first turns the start-up's one GET per referenced object into a few LISTs where a namespace
+//! holds many referenced objects (issue 19's S4: thousands of GETs where Wave made none). A LIST that
+//! fails only costs its GETs later.
 //!
 //! Only objects some opted-in workload references are ever read, so memory does not grow with Secrets
 //! nobody references. Entries are evicted when the index drops the last reference or the object is
@@ -17,12 +23,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use kube::Client;
+use kube::api::ObjectMeta;
 
 use wave_core::hash::{Content, Fetched};
 use wave_core::refs::{ConfigKey, References};
 use wave_core::tracker::{ObjectVersion, Tracker};
 
-use crate::api::fetch_content;
+use crate::api::{describe, fetch_content, list_content};
 use crate::error::ReconcileError;
 use crate::metrics::{KindLabel, Metrics};
 
@@ -92,6 +99,28 @@ impl ContentCache {
         Ok(collect(futures::future::try_join_all(lookups).await?))
     }
 
+    /// Reads the referenced objects of every namespace and kind [`Tracker::bulk_reads`] names with one
+    /// paginated LIST each, and caches them, so that the reconciles after start-up find them cached.
+    pub async fn warm(&self, tracker: &RwLock<Tracker>) {
+        let bulk = read(tracker).bulk_reads();
+        for (namespace, kind) in bulk {
+            let mut cached = 0;
+            let listed = list_content(&self.client, &namespace, kind, |meta, content| {
+                let key = ConfigKey::new(kind, &namespace, meta.name.clone().unwrap_or_default());
+                if self.keep(key, meta, Arc::new(content), tracker) {
+                    cached += 1;
+                }
+            })
+            .await;
+            match listed {
+                Ok(()) => tracing::debug!(namespace, kind = kind.kind(), cached, "read in bulk"),
+                Err(e) => {
+                    tracing::warn!(namespace, kind = kind.kind(), error = %describe(&e), "reading in bulk failed; each object is read on its own")
+                }
+            }
+        }
+    }
+
     async fn fetch(
         &self,
         key: &ConfigKey,
@@ -114,24 +143,30 @@ impl ContentCache {
             return Ok(None);
         };
         let content = Arc::new(content);
-        // Cache only while someone still references the object, so a reconcile racing an eviction
-        // cannot leave an entry behind.
-        if read(tracker).index().is_referenced(key) {
-            let version = ObjectVersion {
-                uid: meta.uid.unwrap_or_default(),
-                resource_version: meta.resource_version.unwrap_or_default(),
-            };
-            let mut entries = self.entries();
-            entries.insert(
-                key.clone(),
-                Entry {
-                    version,
-                    content: content.clone(),
-                },
-            );
-            self.metrics.cached_config_objects.set(entries.len() as i64);
-        }
+        self.keep(key.clone(), meta, content.clone(), tracker);
         Ok(Some(content))
+    }
+
+    /// Caches `content` read at `meta`'s version, only while someone still references the object, so
+    /// that a read racing an eviction cannot leave an entry behind. Whether it was cached.
+    fn keep(
+        &self,
+        key: ConfigKey,
+        meta: ObjectMeta,
+        content: Arc<Content>,
+        tracker: &RwLock<Tracker>,
+    ) -> bool {
+        if !read(tracker).index().is_referenced(&key) {
+            return false;
+        }
+        let version = ObjectVersion {
+            uid: meta.uid.unwrap_or_default(),
+            resource_version: meta.resource_version.unwrap_or_default(),
+        };
+        let mut entries = self.entries();
+        entries.insert(key, Entry { version, content });
+        self.metrics.cached_config_objects.set(entries.len() as i64);
+        true
     }
 
     /// Drops the cached content of `key`.

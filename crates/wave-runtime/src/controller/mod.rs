@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! watch::changes ─► route (Tracker::apply) ─► WorkQueue ─► workers × --concurrency ─► reconcile
-//!                        └─► evict content                     ▲
+//!                        ├─► evict content                     ▲
+//!                        └─► once ready: warm content, then every workload ──┤
 //! resync every --sync-period ──────────────────────────────────┤
 //! lease::campaign (leader gained) ─────────────────────────────┘
 //! admin::serve (/livez /readyz /metrics)
@@ -186,7 +187,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
 async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
     while let Some(change) = changes.next().await {
         let seen = Instant::now();
-        let fx = {
+        let mut fx = {
             let mut tracker = ctx.tracker_mut();
             let fx = tracker.apply(change);
             ctx.metrics
@@ -226,6 +227,15 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
                 workloads = fx.enqueue.len(),
                 "every watch has listed; checking every opted-in workload"
             );
+            // Their content is read in bulk first where that saves requests (`content`); the router
+            // goes on meanwhile.
+            let (ctx, all) = (ctx.clone(), std::mem::take(&mut fx.enqueue));
+            tokio::spawn(async move {
+                ctx.content.warm(&ctx.tracker).await;
+                for id in all {
+                    ctx.queue.add(id, None);
+                }
+            });
         }
         if fx.config_triggered {
             ctx.metrics.config_triggers.inc_by(fx.enqueue.len() as u64);
