@@ -113,6 +113,7 @@ impl Replica {
             ],
             defaults: Vec::new(),
             fixed_limit: None,
+            fixed_rate: None,
             go_metrics_port: None,
             opt_in: ("wave.pusher.com/update-on-config-change", "true"),
             hashes_at_start: true,

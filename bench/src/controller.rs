@@ -19,6 +19,8 @@ pub struct Profile {
     pub defaults: Vec<String>,
     /// A limit the controller cannot turn off, which its figures reflect rather than its design.
     pub fixed_limit: Option<&'static str>,
+    /// That limit as requests per second, where it is one: waits for its backlog are scaled by it.
+    pub fixed_rate: Option<f64>,
     /// The port of the Go runtime's `/metrics` on 127.0.0.1 (the peers; it cannot be moved by a flag).
     pub go_metrics_port: Option<u16>,
     /// The workload annotation that opts in.
@@ -44,6 +46,7 @@ pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
         // Shipped: 1 write per second, burst 100 (Wave's defaults).
         defaults: [vec!["run".into()], wave_admin].concat(),
         fixed_limit: None,
+        fixed_rate: None,
         go_metrics_port: None,
         opt_in: wave_opt_in,
         hashes_at_start: true,
@@ -59,6 +62,7 @@ pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
             // Shipped: 1 write per second, burst 100.
             defaults: vec!["-zap-log-level=error".into()],
             fixed_limit: None,
+            fixed_rate: None,
             go_metrics_port: Some(8080),
             opt_in: wave_opt_in,
             hashes_at_start: true,
@@ -78,6 +82,7 @@ pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
             // and has no flag to change them, so every figure that needs many writes is bounded by
             // them. https://github.com/stakater/Reloader/blob/v1.4.21/pkg/kube/client.go (`getConfig`)
             fixed_limit: Some("client-go's default of 5 requests/s, burst 10 (no flag changes it)"),
+            fixed_rate: Some(5.0),
             go_metrics_port: Some(9090),
             opt_in: ("reloader.stakater.com/auto", "true"),
             hashes_at_start: false,
