@@ -16,6 +16,9 @@
 //! created on its own here; the one Event that can repeat (`ConfigMissing`) is de-duplicated by the
 //! reconcile, per distinct missing set.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
@@ -54,6 +57,9 @@ pub struct EventPublisher {
     queue: mpsc::Sender<Event>,
     instance: String,
     dropped: Counter,
+    /// Dropping now: one warning per episode, not one per Event (a start-up of 20,000 workloads
+    /// publishes 20,000 Events at once).
+    overflowing: Arc<AtomicBool>,
 }
 
 impl EventPublisher {
@@ -66,6 +72,7 @@ impl EventPublisher {
             queue,
             instance,
             dropped,
+            overflowing: Arc::default(),
         }
     }
 
@@ -137,9 +144,15 @@ impl EventPublisher {
             regarding: Some(regarding),
             ..Default::default()
         };
-        if self.queue.try_send(event).is_err() {
+        if self.queue.try_send(event).is_ok() {
+            if self.overflowing.swap(false, Ordering::Relaxed) {
+                tracing::info!(dropped = self.dropped.get(), "Events are queued again");
+            }
+        } else {
             self.dropped.inc();
-            tracing::warn!(object = %format!("{namespace}/{name}"), reason, "Event dropped: {QUEUE_LENGTH} Events are already waiting to be created");
+            if !self.overflowing.swap(true, Ordering::Relaxed) {
+                tracing::warn!(object = %format!("{namespace}/{name}"), reason, "Events dropped until the queue has room: {QUEUE_LENGTH} are already waiting to be created (wave_events_dropped_total counts them)");
+            }
         }
     }
 }

@@ -11,8 +11,8 @@
 //! ```
 //!
 //! Warming first turns the start-up's one GET per referenced object into a few LISTs where a namespace
-//! holds many referenced objects (issue 19's S4: thousands of GETs where Wave made none). A LIST that
-//! fails only costs its GETs later.
+//! holds many referenced objects (S4 in docs/benchmarks.md: thousands of GETs where Wave made none).
+//! A LIST that fails only costs its GETs later.
 //!
 //! Only objects some opted-in workload references are ever read, so memory does not grow with Secrets
 //! nobody references. Entries are evicted when the index drops the last reference or the object is
