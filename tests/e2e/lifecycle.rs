@@ -1,6 +1,8 @@
 //! References that go away, workloads that opt out or are deleted, config that is missing, and
 //! references across namespaces (issue: tests 5–8).
 
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
 use serde_json::json;
 use testenv::{cluster, wait_for};
 use wave_core::workload::WorkloadKind;
@@ -68,6 +70,16 @@ async fn at_start_up_a_namespace_of_many_referenced_objects_is_read_with_lists_n
         );
         create_workload(&client, &ns, WorkloadKind::DEPLOYMENT, name, opted_in(&[]), spec).await;
     }
+    // A Helm release (up to 1 MiB, referenced by no pod) is left out of the bulk read.
+    let release: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "sh.helm.release.v1.app.v1"}, "type": "helm.sh/release.v1",
+        "stringData": {"release": "H4sI"}
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(client.clone(), &ns)
+        .create(&Default::default(), &release)
+        .await
+        .unwrap();
     let wave = Wave::start(&[&ns], &["--update-rate=inf"]).await;
     let kubeconfig = cluster().kubeconfig();
     for name in &names {

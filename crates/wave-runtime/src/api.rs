@@ -201,6 +201,10 @@ pub async fn fetch_content(
 /// Objects per page of [`list_content`]: a page, not the namespace, bounds what is held at once.
 const LIST_PAGE: u32 = 100;
 
+/// Helm keeps every release in a Secret of this type, up to 1 MiB each, that no pod references: a
+/// bulk read leaves them out, so a page of them is never held.
+const HELM_RELEASE_SECRET: &str = "helm.sh/release.v1";
+
 /// Every object of `kind` in `namespace` with its content, page by page, handed to `each` and dropped.
 pub async fn list_content(
     client: &Client,
@@ -209,6 +213,9 @@ pub async fn list_content(
     mut each: impl FnMut(ObjectMeta, Content),
 ) -> Result<(), kube::Error> {
     let mut params = ListParams::default().limit(LIST_PAGE);
+    if kind == ConfigKind::Secret {
+        params = params.fields(&format!("type!={HELM_RELEASE_SECRET}"));
+    }
     loop {
         let next = match kind {
             ConfigKind::ConfigMap => {
