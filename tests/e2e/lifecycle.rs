@@ -80,6 +80,11 @@ async fn at_start_up_a_namespace_of_many_referenced_objects_is_read_with_lists_n
         .create(&Default::default(), &release)
         .await
         .unwrap();
+    // The Deployment controller annotates each new Deployment with its revision: a change wave would
+    // serve at once, with a GET, if it came while wave reads in bulk. Let it come first.
+    for name in &names {
+        settled_revisions(&client, &ns, WorkloadKind::DEPLOYMENT, name).await;
+    }
     let wave = Wave::start(&[&ns], &["--update-rate=inf"]).await;
     let kubeconfig = cluster().kubeconfig();
     for name in &names {
