@@ -83,7 +83,11 @@ pub(crate) async fn assess(
     hashing: &Hashing,
 ) -> Result<Assessment, CommandError> {
     // Show the references even when the workload is not opted in, so the opt-in can be checked.
-    let refs = refs::discover(&workload.id.namespace, &workload.annotations, &workload.template);
+    let refs = refs::discover(
+        &workload.id.namespace,
+        &workload.annotations,
+        &workload.template.spec(),
+    );
     let mut fetched = Fetched::new();
     for key in refs.keys() {
         let found = api::fetch_content(client, &key)

@@ -78,10 +78,11 @@ fn escape(key: &str) -> String {
 pub fn patch_ops(workload: &Workload, mutation: &Mutation, now: &str) -> Vec<Value> {
     // Where the kind keeps its pod template (`/spec/template` for the apps kinds).
     let template = workload.id.kind.info().template;
+    let spec = workload.template.spec();
     match mutation {
         Mutation::None => Vec::new(),
         Mutation::SetHash(hash) => {
-            let meta = workload.template.metadata.as_ref();
+            let meta = spec.metadata.as_ref();
             if meta.is_none() {
                 vec![json!({"op": "add", "path": format!("{template}/metadata"),
                             "value": {"annotations": {(names::CONFIG_HASH): hash}}})]
@@ -97,8 +98,7 @@ pub fn patch_ops(workload: &Workload, mutation: &Mutation, now: &str) -> Vec<Val
         }
         Mutation::Gate { .. } => {
             let gate = json!({"name": names::SCHEDULING_GATE});
-            let has_gates = workload
-                .template
+            let has_gates = spec
                 .spec
                 .as_ref()
                 .and_then(|s| s.scheduling_gates.as_ref())
@@ -141,7 +141,8 @@ mod tests {
 
     /// Applies the operations to the workload's JSON, as the apiserver would.
     fn apply(w: &Workload, ops: Vec<Value>) -> Value {
-        let mut doc = json!({"metadata": {"annotations": w.annotations}, "spec": {"template": w.template}});
+        let mut doc =
+            json!({"metadata": {"annotations": w.annotations}, "spec": {"template": w.template.spec()}});
         let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops)).unwrap();
         json_patch::patch(&mut doc, &patch).expect("the operations apply");
         doc
@@ -202,8 +203,10 @@ mod tests {
     #[test]
     fn the_gate_is_appended_to_existing_gates() {
         let mut w = uses_cm();
-        w.template.spec.as_mut().unwrap().scheduling_gates =
-            Some(vec![serde_json::from_value(json!({"name": "other"})).unwrap()]);
+        w.template.edit(|t| {
+            t.spec.as_mut().unwrap().scheduling_gates =
+                Some(vec![serde_json::from_value(json!({"name": "other"})).unwrap()]);
+        });
         let m = decide(
             &w,
             &w.references(),
@@ -244,11 +247,10 @@ mod tests {
             panic!()
         };
         let mut hashed = w.clone();
-        hashed
-            .template
-            .metadata
-            .get_or_insert_with(Default::default)
-            .annotations = Some([(names::CONFIG_HASH.to_string(), hash)].into());
+        hashed.template.edit(|t| {
+            t.metadata.get_or_insert_with(Default::default).annotations =
+                Some([(names::CONFIG_HASH.to_string(), hash)].into());
+        });
         assert_eq!(
             decide(
                 &hashed,

@@ -1,7 +1,8 @@
 //! wave's sans-IO core: every rule that decides what wave writes, as pure functions and types.
 //!
 //! ```text
-//! kind::WorkloadKind (facts per kind) ─► workload::Workload (the one view of a workload)
+//! kind::WorkloadKind (facts per kind) ─► workload::Workload (the one view of a workload;
+//!                                        its pod template kept compact: template::PodTemplate)
 //! refs::discover ─► References ─┬─► hash::missing ─┐
 //!                               └─► hash::config_hash ─► plan::plan ─► Plan ─► plan::patch_body
 //!                                                      └─► admission::decide ─► Mutation ─► admission::patch_ops
@@ -42,6 +43,7 @@ pub mod refs;
 pub mod reloader;
 pub mod rollout;
 pub mod selector;
+pub mod template;
 pub mod tracker;
 pub mod undo;
 pub mod workload;

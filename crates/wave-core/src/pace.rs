@@ -485,8 +485,10 @@ mod tests {
         let versions = BTreeMap::from([("ConfigMap/ns/cm".to_string(), digest.to_string())]);
         let marker = Marker::next(hash, versions, None, now());
         w.annotations.insert(names::ROLLOUT.into(), marker.render());
-        w.template.metadata =
-            Some(serde_json::from_value(json!({"annotations": {(names::CONFIG_HASH): hash}})).unwrap());
+        w.template.edit(|t| {
+            t.metadata =
+                Some(serde_json::from_value(json!({"annotations": {(names::CONFIG_HASH): hash}})).unwrap());
+        });
         w.progress = Progress::read(
             WorkloadKind::DEPLOYMENT,
             &json!({"spec": {"replicas": 1}, "status": status}),
@@ -560,7 +562,7 @@ mod tests {
     #[test]
     fn a_marker_that_is_not_the_current_hash_or_a_released_halt_counts_for_nothing() {
         let mut stale = rolled("a", "h", "bad", failed());
-        stale.template.metadata = None;
+        stale.template.edit(|t| t.metadata = None);
         let mut released = rolled("b", "h", "bad", failed());
         released
             .annotations

@@ -120,10 +120,11 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, policy: &
     let release = |reason| {
         workload.has_scheduling_gate().then(|| GateRelease {
             remaining: workload
+                .template
                 .scheduling_gates()
-                .into_iter()
+                .iter()
                 .filter(|g| *g != names::SCHEDULING_GATE)
-                .map(str::to_string)
+                .cloned()
                 .collect(),
             reason,
             delete_held_pods: !workload.id.kind.info().replaces_held_pods,
@@ -273,11 +274,12 @@ mod tests {
 
     fn gated(mut w: Workload, at: &str) -> Workload {
         w.annotations.insert(names::GATED_AT.into(), at.into());
-        let spec = w.template.spec.get_or_insert_with(Default::default);
-        spec.scheduling_gates = Some(vec![
-            serde_json::from_value(json!({"name": "other.example/gate"})).unwrap(),
-            serde_json::from_value(json!({"name": names::SCHEDULING_GATE})).unwrap(),
-        ]);
+        w.template.edit(|t| {
+            t.spec.get_or_insert_with(Default::default).scheduling_gates = Some(vec![
+                serde_json::from_value(json!({"name": "other.example/gate"})).unwrap(),
+                serde_json::from_value(json!({"name": names::SCHEDULING_GATE})).unwrap(),
+            ]);
+        });
         w
     }
 
@@ -330,7 +332,8 @@ mod tests {
         );
 
         // What the apiserver stores after that write: no gate, the mark still there.
-        w.template.spec.as_mut().unwrap().scheduling_gates = None;
+        w.template
+            .edit(|t| t.spec.as_mut().unwrap().scheduling_gates = None);
         assert!(w.has_held_pods() && w.needs_reconcile());
         assert_eq!(plan(&w, &w.references(), &fetched), Plan::DeleteHeldPods);
         w.annotations.remove(names::GATED_AT);
@@ -376,10 +379,13 @@ mod tests {
     const EMPTY_HASH: &str = "100444e91862dd77d7ebe29f050c1e9a7f357c771e1a7b7650aae27e6a3a031d";
 
     fn with_hash(mut w: Workload, hash: &str) -> Workload {
-        let meta = w.template.metadata.get_or_insert_with(Default::default);
-        meta.annotations
-            .get_or_insert_with(Default::default)
-            .insert(names::CONFIG_HASH.into(), hash.into());
+        w.template.edit(|t| {
+            t.metadata
+                .get_or_insert_with(Default::default)
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(names::CONFIG_HASH.into(), hash.into());
+        });
         w
     }
 

@@ -275,7 +275,7 @@ impl Selection {
         // Reloader finds references where wave does (volumes, projected sources, env and envFrom of
         // containers and init containers), without wave's own annotations.
         let mut needs = Needs {
-            keys: crate::refs::discover(ns, &BTreeMap::new(), &workload.template).keys(),
+            keys: crate::refs::discover(ns, &BTreeMap::new(), &workload.template.spec()).keys(),
             scan: false,
         };
         for kind in [ConfigKind::ConfigMap, ConfigKind::Secret] {
@@ -315,13 +315,7 @@ pub fn selection(workload: &Workload, options: &Options) -> Option<Selection> {
     if workload.is_opted_in() || !reloadable {
         return None;
     }
-    let empty = BTreeMap::new();
-    let pod = workload
-        .template
-        .metadata
-        .as_ref()
-        .and_then(|m| m.annotations.as_ref())
-        .unwrap_or(&empty);
+    let pod = workload.template.annotations();
     let meta = &workload.annotations;
     let mut selection = Selection::default();
     for kind in [ConfigKind::ConfigMap, ConfigKind::Secret] {
@@ -452,7 +446,8 @@ pub struct Candidate {
 /// The objects among `candidates` (objects of the workload's namespace that exist) whose changes reload
 /// the workload, sorted.
 pub fn targets(workload: &Workload, selection: &Selection, candidates: &[Candidate]) -> Vec<Target> {
-    let Some(spec) = workload.template.spec.as_ref() else {
+    let template = workload.template.spec();
+    let Some(spec) = template.spec.as_ref() else {
         return Vec::new();
     };
     let mut out: Vec<Target> = candidates
@@ -539,13 +534,7 @@ fn env_value<'a>(spec: &'a PodSpec, container: &str, name: &str) -> Option<&'a s
 
 /// The `last-reloaded-from` the pod template carries, if it parses.
 pub fn last_reloaded_from(workload: &Workload) -> Option<ReloadSource> {
-    let value = workload
-        .template
-        .metadata
-        .as_ref()?
-        .annotations
-        .as_ref()?
-        .get(names::LAST_RELOADED_FROM)?;
+    let value = workload.template.annotation(names::LAST_RELOADED_FROM)?;
     serde_json::from_str(value).ok()
 }
 
@@ -563,7 +552,8 @@ pub fn plan(
     observed_at: i64,
 ) -> Decision {
     let mut decision = Decision::default();
-    let Some(spec) = workload.template.spec.as_ref() else {
+    let template = workload.template.spec();
+    let Some(spec) = template.spec.as_ref() else {
         return decision;
     };
     let last = last_reloaded_from(workload);
@@ -709,7 +699,7 @@ pub fn reload_patch(workload: &Workload, marks: &[Mark], now: Timestamp) -> (Val
         body["spec"]["restartAt"] = json!(rfc3339(now));
         return (body, PatchKind::Merge);
     }
-    let mut template = workload.template.as_ref().clone();
+    let mut template = workload.template.spec();
     apply_marks(&mut template, marks);
     if let Some(source) = template
         .metadata
@@ -735,7 +725,7 @@ pub fn reload_patch(workload: &Workload, marks: &[Mark], now: Timestamp) -> (Val
 /// --from=cronjob/…` does. `cron_job` is the CronJob object.
 pub fn job_from_cron_job(cron_job: &Value, workload: &Workload, marks: &[Mark]) -> Value {
     let job_template = cron_job.pointer("/spec/jobTemplate").cloned().unwrap_or_default();
-    let mut template = workload.template.as_ref().clone();
+    let mut template = workload.template.spec();
     apply_marks(&mut template, marks);
     let mut spec = job_template.get("spec").cloned().unwrap_or_else(|| json!({}));
     spec["template"] = serde_json::to_value(&template).unwrap_or_default();
@@ -1124,8 +1114,11 @@ mod tests {
     #[test]
     fn annotations_on_the_pod_template_count_when_the_workload_has_none_of_that_kind() {
         let mut w = reloader_workload(&[], json!({"containers": [{"name": "c"}]}));
-        w.template.metadata =
-            Some(serde_json::from_value(json!({"annotations": {(names::SECRET_RELOAD): "creds"}})).unwrap());
+        w.template.edit(|t| {
+            t.metadata = Some(
+                serde_json::from_value(json!({"annotations": {(names::SECRET_RELOAD): "creds"}})).unwrap(),
+            );
+        });
         w.annotations
             .insert(names::CONFIGMAP_RELOAD.into(), "flags".into());
         let sel = selection(&w, &Options::default()).unwrap();
@@ -1228,12 +1221,14 @@ mod tests {
             container_refs: vec!["c".into()],
             observed_at: 1,
         };
-        w.template.metadata = Some(
-            serde_json::from_value(json!({"annotations": {
-                (names::LAST_RELOADED_FROM): serde_json::to_string(&source).unwrap()
-            }}))
-            .unwrap(),
-        );
+        w.template.edit(|t| {
+            t.metadata = Some(
+                serde_json::from_value(json!({"annotations": {
+                    (names::LAST_RELOADED_FROM): serde_json::to_string(&source).unwrap()
+                }}))
+                .unwrap(),
+            );
+        });
         assert!(
             plan_for(&w, "v1", &BTreeMap::new(), Strategy::Annotations)
                 .marks

@@ -2,7 +2,8 @@
 //!
 //! The watch streams convert each typed object into a [`Workload`] at once, keeping only what deciding
 //! needs (identity, versions, metadata annotations, the pod template, and the few status fields that
-//! say how far a rollout got: [`Progress`]); the rest of the spec and status is dropped, which keeps the
+//! say how far a rollout got: [`Progress`]); the rest of the spec and status is dropped, and the pod
+//! template is kept as a [`PodTemplate`] (compact JSON, not the large typed structs), which keeps the
 //! in-memory view small.
 
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use serde::Deserialize;
 pub use super::kind::WorkloadKind;
 use super::refs::{self, References};
 pub use super::rollout::Progress;
+pub use super::template::PodTemplate;
 use crate::names;
 
 /// Identity of a workload.
@@ -58,8 +60,8 @@ pub struct Workload {
     pub generation: i64,
     /// `metadata.annotations` (opt-in, `extra-*`, Wave's scheduling gate).
     pub annotations: BTreeMap<String, String>,
-    /// `spec.template` (boxed: it is most of the size, and views move through channels).
-    pub template: Box<PodTemplateSpec>,
+    /// `spec.template`, kept compact.
+    pub template: PodTemplate,
     /// How far its rollout got (`rollout::state` reads it).
     pub progress: Progress,
     /// It still carries Wave ≤ v0.6's finalizer `wave.pusher.com/finalizer`, which wave removes
@@ -85,14 +87,12 @@ pub fn template_from(kind: WorkloadKind, body: &serde_json::Value) -> Option<Str
 }
 
 /// The pod template in `body` (the object without its metadata, or the whole object) at the kind's
-/// template pointer; `None` when there is none. A template that is not a pod template is an error.
-pub fn pod_template(
-    kind: WorkloadKind,
-    body: &serde_json::Value,
-) -> Result<Option<PodTemplateSpec>, serde_json::Error> {
-    body.pointer(kind.info().template)
-        .map(PodTemplateSpec::deserialize)
-        .transpose()
+/// template pointer; an empty one when there is none. A template that is not a pod template is an error.
+pub fn pod_template(kind: WorkloadKind, body: &serde_json::Value) -> Result<PodTemplate, serde_json::Error> {
+    match body.pointer(kind.info().template) {
+        Some(template) => PodTemplate::new(&PodTemplateSpec::deserialize(template)?),
+        None => Ok(PodTemplate::default()),
+    }
 }
 
 impl Workload {
@@ -111,13 +111,13 @@ impl Workload {
     /// The view of an object whose pod template cannot be read: its identity only, and no annotations,
     /// so wave leaves it alone (it cannot be hashed) and still notices when it is deleted.
     pub fn unreadable(kind: WorkloadKind, meta: ObjectMeta) -> Self {
-        let mut w = Self::from_parts(kind, meta, None);
+        let mut w = Self::from_parts(kind, meta, PodTemplate::default());
         w.annotations.clear();
         w
     }
 
-    /// The view of an object of `kind` from its metadata and its pod template (none: an empty one).
-    pub fn from_parts(kind: WorkloadKind, meta: ObjectMeta, template: Option<PodTemplateSpec>) -> Self {
+    /// The view of an object of `kind` from its metadata and its pod template.
+    pub fn from_parts(kind: WorkloadKind, meta: ObjectMeta, template: PodTemplate) -> Self {
         Self {
             id: WorkloadRef::new(
                 kind,
@@ -132,7 +132,7 @@ impl Workload {
             resource_version: meta.resource_version.unwrap_or_default(),
             generation: meta.generation.unwrap_or_default(),
             annotations: meta.annotations.unwrap_or_default(),
-            template: Box::new(template.unwrap_or_default()),
+            template,
             progress: Progress::default(),
             template_from: None,
         }
@@ -162,7 +162,7 @@ impl Workload {
     /// The references of the workload (empty unless opted in).
     pub fn references(&self) -> References {
         if self.is_opted_in() {
-            refs::discover(&self.id.namespace, &self.annotations, &self.template)
+            refs::discover(&self.id.namespace, &self.annotations, &self.template.spec())
         } else {
             References::default()
         }
@@ -170,13 +170,7 @@ impl Workload {
 
     /// The hash currently on the pod template, if any.
     pub fn current_hash(&self) -> Option<&str> {
-        self.template
-            .metadata
-            .as_ref()?
-            .annotations
-            .as_ref()?
-            .get(names::CONFIG_HASH)
-            .map(String::as_str)
+        self.template.annotation(names::CONFIG_HASH)
     }
 
     /// The original scheduler saved by Wave's webhook when it gated this workload.
@@ -186,20 +180,12 @@ impl Workload {
             .map(String::as_str)
     }
 
-    /// The pod template's scheduling gate names.
-    pub fn scheduling_gates(&self) -> Vec<&str> {
-        let gates = self
-            .template
-            .spec
-            .as_ref()
-            .and_then(|s| s.scheduling_gates.as_deref())
-            .unwrap_or_default();
-        gates.iter().map(|g| g.name.as_str()).collect()
-    }
-
     /// Whether wave's webhook holds this workload's pods with its scheduling gate.
     pub fn has_scheduling_gate(&self) -> bool {
-        self.scheduling_gates().contains(&names::SCHEDULING_GATE)
+        self.template
+            .scheduling_gates()
+            .iter()
+            .any(|g| g == names::SCHEDULING_GATE)
     }
 
     /// When wave's webhook gated the workload, if it says.
@@ -249,9 +235,10 @@ pub(crate) mod testing {
             resource_version: "1".into(),
             generation: 1,
             annotations: all,
-            template: Box::new(
-                serde_json::from_value(serde_json::json!({ "spec": spec })).expect("pod spec"),
-            ),
+            template: PodTemplate::new(
+                &serde_json::from_value(serde_json::json!({ "spec": spec })).expect("pod spec"),
+            )
+            .expect("a typed template encodes"),
             progress: Progress::default(),
             legacy_finalizer: false,
             template_from: None,

@@ -72,6 +72,7 @@ pub async fn keep(
     };
     let selector: Vec<String> = workload
         .template
+        .spec()
         .metadata
         .iter()
         .flat_map(|m| m.labels.iter().flatten())
