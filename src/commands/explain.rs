@@ -86,7 +86,7 @@ pub(crate) async fn assess(
     let refs = refs::discover(
         &workload.id.namespace,
         &workload.annotations,
-        &workload.template.spec(),
+        &workload.template.typed(),
     );
     let mut fetched = Fetched::new();
     for key in refs.keys() {

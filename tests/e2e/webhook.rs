@@ -459,7 +459,7 @@ async fn a_workload_gated_by_wave_with_its_fake_scheduler_is_restored() {
     create_workload(&client, &ns, WorkloadKind::DEPLOYMENT, "web", annotations, spec).await;
     let w = wait_for("the scheduler restored", TIMEOUT, || async {
         let w = workload(&client, &ns, WorkloadKind::DEPLOYMENT, "web").await;
-        let scheduler = w.template.spec().spec.and_then(|s| s.scheduler_name.clone());
+        let scheduler = w.template.typed().spec.and_then(|s| s.scheduler_name.clone());
         (scheduler.as_deref() == Some("default-scheduler")).then_some(w)
     })
     .await;

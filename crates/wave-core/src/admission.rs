@@ -78,7 +78,7 @@ fn escape(key: &str) -> String {
 pub fn patch_ops(workload: &Workload, mutation: &Mutation, now: &str) -> Vec<Value> {
     // Where the kind keeps its pod template (`/spec/template` for the apps kinds).
     let template = workload.id.kind.info().template;
-    let spec = workload.template.spec();
+    let spec = workload.template.typed();
     match mutation {
         Mutation::None => Vec::new(),
         Mutation::SetHash(hash) => {
@@ -142,7 +142,7 @@ mod tests {
     /// Applies the operations to the workload's JSON, as the apiserver would.
     fn apply(w: &Workload, ops: Vec<Value>) -> Value {
         let mut doc =
-            json!({"metadata": {"annotations": w.annotations}, "spec": {"template": w.template.spec()}});
+            json!({"metadata": {"annotations": w.annotations}, "spec": {"template": w.template.typed()}});
         let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops)).unwrap();
         json_patch::patch(&mut doc, &patch).expect("the operations apply");
         doc

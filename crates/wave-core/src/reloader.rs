@@ -275,7 +275,7 @@ impl Selection {
         // Reloader finds references where wave does (volumes, projected sources, env and envFrom of
         // containers and init containers), without wave's own annotations.
         let mut needs = Needs {
-            keys: crate::refs::discover(ns, &BTreeMap::new(), &workload.template.spec()).keys(),
+            keys: crate::refs::discover(ns, &BTreeMap::new(), &workload.template.typed()).keys(),
             scan: false,
         };
         for kind in [ConfigKind::ConfigMap, ConfigKind::Secret] {
@@ -446,7 +446,7 @@ pub struct Candidate {
 /// The objects among `candidates` (objects of the workload's namespace that exist) whose changes reload
 /// the workload, sorted.
 pub fn targets(workload: &Workload, selection: &Selection, candidates: &[Candidate]) -> Vec<Target> {
-    let template = workload.template.spec();
+    let template = workload.template.typed();
     let Some(spec) = template.spec.as_ref() else {
         return Vec::new();
     };
@@ -552,7 +552,7 @@ pub fn plan(
     observed_at: i64,
 ) -> Decision {
     let mut decision = Decision::default();
-    let template = workload.template.spec();
+    let template = workload.template.typed();
     let Some(spec) = template.spec.as_ref() else {
         return decision;
     };
@@ -699,7 +699,7 @@ pub fn reload_patch(workload: &Workload, marks: &[Mark], now: Timestamp) -> (Val
         body["spec"]["restartAt"] = json!(rfc3339(now));
         return (body, PatchKind::Merge);
     }
-    let mut template = workload.template.spec();
+    let mut template = workload.template.typed();
     apply_marks(&mut template, marks);
     if let Some(source) = template
         .metadata
@@ -725,7 +725,7 @@ pub fn reload_patch(workload: &Workload, marks: &[Mark], now: Timestamp) -> (Val
 /// --from=cronjob/…` does. `cron_job` is the CronJob object.
 pub fn job_from_cron_job(cron_job: &Value, workload: &Workload, marks: &[Mark]) -> Value {
     let job_template = cron_job.pointer("/spec/jobTemplate").cloned().unwrap_or_default();
-    let mut template = workload.template.spec();
+    let mut template = workload.template.typed();
     apply_marks(&mut template, marks);
     let mut spec = job_template.get("spec").cloned().unwrap_or_else(|| json!({}));
     spec["template"] = serde_json::to_value(&template).unwrap_or_default();

@@ -4,15 +4,15 @@
 //! object body ──► PodTemplateSpec (typed: a template that is not a pod template is refused)
 //!                   ──► PodTemplate { annotations, scheduling gates   (decoded: read on every event)
 //!                                     json                           (the whole template, compact) }
-//!                   spec() ──► PodTemplateSpec again, for the few readers of the rest
+//!                   typed() ──► PodTemplateSpec again, for the few readers of the rest
 //!                              (reference discovery, Reloader's container rules, the webhook's patch)
 //! ```
 //!
 //! Why not keep the typed template: k8s-openapi's structs hold every field inline, so one `Container`
 //! takes 2.6 KiB and one `Volume` 1.7 KiB before any field is set, and a one-container Deployment's
 //! template about 7 KiB. Its compact JSON is the size of what it says, usually a few hundred bytes
-//! (`docs/benchmarks.md`, "Where wave's memory goes"). Decoding it again costs microseconds, on paths
-//! that already make an API request.
+//! (`docs/benchmarks.md`, "Where wave's memory goes"). Decoding it again costs microseconds, once per
+//! watch event or reconcile that reads more than the decoded fields.
 
 use std::collections::BTreeMap;
 
@@ -31,7 +31,7 @@ pub struct PodTemplate {
 
 impl PodTemplate {
     /// Keeps `template`. `Err` only if its JSON would not read back as a pod template, so that
-    /// [`PodTemplate::spec`] never has to guess: such a workload is left alone like any unreadable one.
+    /// [`PodTemplate::typed`] never has to guess: such a workload is left alone like any unreadable one.
     pub fn new(template: &PodTemplateSpec) -> Result<Self, serde_json::Error> {
         if template == &PodTemplateSpec::default() {
             return Ok(Self::default());
@@ -59,7 +59,7 @@ impl PodTemplate {
     }
 
     /// The whole template, decoded again.
-    pub fn spec(&self) -> PodTemplateSpec {
+    pub fn typed(&self) -> PodTemplateSpec {
         if self.json.is_empty() {
             return PodTemplateSpec::default();
         }
@@ -85,7 +85,7 @@ impl PodTemplate {
     /// Changes the template through its typed form (tests build their workloads this way).
     #[cfg(test)]
     pub(crate) fn edit(&mut self, change: impl FnOnce(&mut PodTemplateSpec)) {
-        let mut spec = self.spec();
+        let mut spec = self.typed();
         change(&mut spec);
         *self = Self::new(&spec).expect("a typed template encodes");
     }
@@ -96,13 +96,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn typed(value: serde_json::Value) -> PodTemplateSpec {
+    fn template_of(value: serde_json::Value) -> PodTemplateSpec {
         serde_json::from_value(value).expect("a pod template")
     }
 
     #[test]
     fn a_kept_template_decodes_to_the_template_it_was_given() {
-        let template = typed(json!({
+        let template = template_of(json!({
             "metadata": {"labels": {"app": "web"}, "annotations": {"a": "1"}},
             "spec": {
                 "schedulingGates": [{"name": "one"}, {"name": "two"}],
@@ -118,14 +118,14 @@ mod tests {
             }
         }));
         let kept = PodTemplate::new(&template).unwrap();
-        assert_eq!(kept.spec(), template);
+        assert_eq!(kept.typed(), template);
         assert_eq!(kept.annotation("a"), Some("1"));
         assert_eq!(kept.scheduling_gates(), ["one", "two"]);
     }
 
     #[test]
     fn a_kept_template_is_a_fraction_of_the_typed_one() {
-        let template = typed(json!({"spec": {
+        let template = template_of(json!({"spec": {
             "volumes": [{"name": "v", "configMap": {"name": "cm"}}],
             "containers": [{"name": "app", "image": "app:1", "envFrom": [{"secretRef": {"name": "s"}}]}]
         }}));
@@ -143,7 +143,7 @@ mod tests {
     fn an_empty_template_keeps_nothing() {
         let kept = PodTemplate::new(&PodTemplateSpec::default()).unwrap();
         assert!(kept.json.is_empty());
-        assert_eq!(kept.spec(), PodTemplateSpec::default());
+        assert_eq!(kept.typed(), PodTemplateSpec::default());
         assert!(kept.annotations().is_empty() && kept.scheduling_gates().is_empty());
     }
 
@@ -156,7 +156,7 @@ mod tests {
         });
         assert_eq!(kept.annotation("h"), Some("v"));
         assert_eq!(
-            kept.spec().metadata.and_then(|m| m.annotations).unwrap()["h"],
+            kept.typed().metadata.and_then(|m| m.annotations).unwrap()["h"],
             "v"
         );
     }

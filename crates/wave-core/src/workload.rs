@@ -162,7 +162,7 @@ impl Workload {
     /// The references of the workload (empty unless opted in).
     pub fn references(&self) -> References {
         if self.is_opted_in() {
-            refs::discover(&self.id.namespace, &self.annotations, &self.template.spec())
+            refs::discover(&self.id.namespace, &self.annotations, &self.template.typed())
         } else {
             References::default()
         }

@@ -72,7 +72,7 @@ pub async fn keep(
     };
     let selector: Vec<String> = workload
         .template
-        .spec()
+        .typed()
         .metadata
         .iter()
         .flat_map(|m| m.labels.iter().flatten())
