@@ -78,11 +78,11 @@ fn escape(key: &str) -> String {
 pub fn patch_ops(workload: &Workload, mutation: &Mutation, now: &str) -> Vec<Value> {
     // Where the kind keeps its pod template (`/spec/template` for the apps kinds).
     let template = workload.id.kind.info().template;
-    let spec = workload.template.typed();
     match mutation {
         Mutation::None => Vec::new(),
         Mutation::SetHash(hash) => {
-            let meta = spec.metadata.as_ref();
+            let meta = workload.template.typed().metadata;
+            let meta = meta.as_ref();
             if meta.is_none() {
                 vec![json!({"op": "add", "path": format!("{template}/metadata"),
                             "value": {"annotations": {(names::CONFIG_HASH): hash}}})]
@@ -98,10 +98,11 @@ pub fn patch_ops(workload: &Workload, mutation: &Mutation, now: &str) -> Vec<Val
         }
         Mutation::Gate { .. } => {
             let gate = json!({"name": names::SCHEDULING_GATE});
-            let has_gates = spec
+            let has_gates = workload
+                .template
+                .typed()
                 .spec
-                .as_ref()
-                .and_then(|s| s.scheduling_gates.as_ref())
+                .and_then(|s| s.scheduling_gates)
                 .is_some();
             let gate_op = if has_gates {
                 json!({"op": "add", "path": format!("{template}/spec/schedulingGates/-"), "value": gate})

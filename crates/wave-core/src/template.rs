@@ -32,24 +32,19 @@ pub struct PodTemplate {
 impl PodTemplate {
     /// Keeps `template`. `Err` only if its JSON would not read back as a pod template, so that
     /// [`PodTemplate::typed`] never has to guess: such a workload is left alone like any unreadable one.
-    pub fn new(template: &PodTemplateSpec) -> Result<Self, serde_json::Error> {
-        if template == &PodTemplateSpec::default() {
+    pub fn new(template: PodTemplateSpec) -> Result<Self, serde_json::Error> {
+        if template == PodTemplateSpec::default() {
             return Ok(Self::default());
         }
-        let json = serde_json::to_string(template)?;
+        let json = serde_json::to_string(&template)?;
         serde_json::from_str::<PodTemplateSpec>(&json)?;
-        let annotations = template
-            .metadata
-            .as_ref()
-            .and_then(|m| m.annotations.clone())
-            .unwrap_or_default();
+        let annotations = template.metadata.and_then(|m| m.annotations).unwrap_or_default();
         let scheduling_gates = template
             .spec
-            .as_ref()
-            .and_then(|s| s.scheduling_gates.as_deref())
+            .and_then(|s| s.scheduling_gates)
             .unwrap_or_default()
-            .iter()
-            .map(|g| g.name.clone())
+            .into_iter()
+            .map(|g| g.name)
             .collect();
         Ok(Self {
             annotations,
@@ -87,7 +82,7 @@ impl PodTemplate {
     pub(crate) fn edit(&mut self, change: impl FnOnce(&mut PodTemplateSpec)) {
         let mut spec = self.typed();
         change(&mut spec);
-        *self = Self::new(&spec).expect("a typed template encodes");
+        *self = Self::new(spec).expect("a typed template encodes");
     }
 }
 
@@ -117,7 +112,7 @@ mod tests {
                 }]
             }
         }));
-        let kept = PodTemplate::new(&template).unwrap();
+        let kept = PodTemplate::new(template.clone()).unwrap();
         assert_eq!(kept.typed(), template);
         assert_eq!(kept.annotation("a"), Some("1"));
         assert_eq!(kept.scheduling_gates(), ["one", "two"]);
@@ -129,7 +124,7 @@ mod tests {
             "volumes": [{"name": "v", "configMap": {"name": "cm"}}],
             "containers": [{"name": "app", "image": "app:1", "envFrom": [{"secretRef": {"name": "s"}}]}]
         }}));
-        let kept = PodTemplate::new(&template).unwrap();
+        let kept = PodTemplate::new(template).unwrap();
         let typed_size = std::mem::size_of::<k8s_openapi::api::core::v1::Container>()
             + std::mem::size_of::<k8s_openapi::api::core::v1::Volume>();
         assert!(
@@ -141,7 +136,7 @@ mod tests {
 
     #[test]
     fn an_empty_template_keeps_nothing() {
-        let kept = PodTemplate::new(&PodTemplateSpec::default()).unwrap();
+        let kept = PodTemplate::new(PodTemplateSpec::default()).unwrap();
         assert!(kept.json.is_empty());
         assert_eq!(kept.typed(), PodTemplateSpec::default());
         assert!(kept.annotations().is_empty() && kept.scheduling_gates().is_empty());

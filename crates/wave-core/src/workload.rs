@@ -90,7 +90,7 @@ pub fn template_from(kind: WorkloadKind, body: &serde_json::Value) -> Option<Str
 /// template pointer; an empty one when there is none. A template that is not a pod template is an error.
 pub fn pod_template(kind: WorkloadKind, body: &serde_json::Value) -> Result<PodTemplate, serde_json::Error> {
     match body.pointer(kind.info().template) {
-        Some(template) => PodTemplate::new(&PodTemplateSpec::deserialize(template)?),
+        Some(template) => PodTemplate::new(PodTemplateSpec::deserialize(template)?),
         None => Ok(PodTemplate::default()),
     }
 }
@@ -236,7 +236,7 @@ pub(crate) mod testing {
             generation: 1,
             annotations: all,
             template: PodTemplate::new(
-                &serde_json::from_value(serde_json::json!({ "spec": spec })).expect("pod spec"),
+                serde_json::from_value(serde_json::json!({ "spec": spec })).expect("pod spec"),
             )
             .expect("a typed template encodes"),
             progress: Progress::default(),
