@@ -39,7 +39,7 @@ const LEASE_SECONDS: u64 = 4;
 const QUIET_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The S9 figures.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct ChaosResult {
     pub seconds: u64,
     pub workloads: usize,

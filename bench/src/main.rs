@@ -151,6 +151,11 @@ pub struct Args {
     /// Tiny sizes, for `make bench-smoke`: checks that every controller given produces every figure.
     #[arg(long)]
     pub smoke: bool,
+    /// Run nothing: make one report from the rounds of these dated results files (say, one controller
+    /// per run), written to `--out` like a run's; they must agree on sizes, machine and versions, and
+    /// each controller's rounds must come from one binary.
+    #[arg(long, num_args = 1.., value_name = "RESULTS_JSON")]
+    pub combine: Vec<PathBuf>,
     /// Where the results go (`<UTC date>-<commit>.json` and `latest.json`).
     #[arg(long, default_value = "bench/results")]
     pub out: PathBuf,
@@ -278,6 +283,23 @@ async fn run_loadtest(
     Ok(results)
 }
 
+/// Checks that `report` is whole, writes it and prints its tables; exits non-zero when it is not whole
+/// or cannot be written.
+fn finish(args: &Args, report: &report::Report) {
+    if let Err(e) = report.check_complete() {
+        eprintln!("incomplete results: {e}");
+        std::process::exit(1);
+    }
+    match report.write(args) {
+        Ok(path) => eprintln!("results: {}", path.display()),
+        Err(e) => {
+            eprintln!("writing the results: {e}");
+            std::process::exit(1);
+        }
+    }
+    println!("{}", report.markdown());
+}
+
 #[tokio::main]
 async fn main() {
     let args = Args::parse().sized();
@@ -350,6 +372,16 @@ async fn main() {
         }
         finish_partial(&args, "L1-L13", "loadtest.json", suite);
     }
+    if !args.combine.is_empty() {
+        match report::Report::combine(&args.combine) {
+            Ok(report) => finish(&args, &report),
+            Err(e) => {
+                eprintln!("--combine: {e}");
+                std::process::exit(1);
+            }
+        }
+        std::process::exit(0);
+    }
     if args.chaos_only {
         profiles.clear();
     }
@@ -396,18 +428,7 @@ async fn main() {
         None
     };
     let report = report::Report::new(&args, &profiles, results, chaos);
-    if let Err(e) = report.check_complete() {
-        eprintln!("incomplete results: {e}");
-        std::process::exit(1);
-    }
-    match report.write(&args) {
-        Ok(path) => eprintln!("results: {}", path.display()),
-        Err(e) => {
-            eprintln!("writing the results: {e}");
-            std::process::exit(1);
-        }
-    }
-    println!("{}", report.markdown());
+    finish(&args, &report);
     if args.smoke {
         if let Err(e) = report.check_smoke() {
             eprintln!("smoke failed: {e}");

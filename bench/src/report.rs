@@ -24,7 +24,9 @@ pub struct Report {
     /// Per controller, in run order (wave first): one result per round.
     results: Vec<(&'static str, Vec<ControllerResult>)>,
     /// The limit each controller cannot turn off, if any.
-    fixed_limits: Vec<(&'static str, &'static str)>,
+    fixed_limits: Vec<(&'static str, String)>,
+    /// `--combine`: the results files this report was made from (file name, commit, date, rounds).
+    sources: Vec<Value>,
     chaos: Option<ChaosResult>,
     /// `--safety-only`: only S6–S8 were run.
     safety_only: bool,
@@ -103,8 +105,9 @@ impl Report {
             results,
             fixed_limits: profiles
                 .iter()
-                .filter_map(|p| Some((p.name, p.fixed_limit?)))
+                .filter_map(|p| Some((p.name, p.fixed_limit?.to_string())))
                 .collect(),
+            sources: Vec::new(),
             chaos,
             safety_only: args.safety_only,
         }
@@ -221,10 +224,136 @@ impl Report {
             .iter()
             .map(|(n, l)| (n.to_string(), json!(l)))
             .collect();
-        json!({"commit": self.commit, "machine": self.machine, "date": self.date,
+        let mut out = json!({"commit": self.commit, "machine": self.machine, "date": self.date,
                "sizes": self.sizes, "versions": self.versions, "fixed_limits": fixed_limits,
                "timed_out": self.timed_out(), "summary": summary, "runs": runs,
-               "S9": self.chaos})
+               "S9": self.chaos});
+        if !self.sources.is_empty() {
+            out["sources"] = json!(self.sources);
+        }
+        out
+    }
+
+    /// `--combine`: one report from the rounds of several dated results files, so that a full run
+    /// (three rounds of three controllers, over five hours) can be made a controller or a round at a
+    /// time and still be read as one. The files must agree on what was measured and how: the same
+    /// sizes (rounds aside), machine, Kubernetes, kwok and toolchains; and each controller's rounds
+    /// must all come from one binary (its SHA-256), so that no median mixes two builds.
+    pub fn combine(paths: &[PathBuf]) -> Result<Report, String> {
+        const NAMES: [&str; 3] = ["wave", "wave-go", "reloader"];
+        let mut first: Option<(String, Value)> = None;
+        let mut results: Vec<(&'static str, Vec<ControllerResult>)> = Vec::new();
+        let mut binaries = serde_json::Map::new();
+        let mut fixed_limits: Vec<(&'static str, String)> = Vec::new();
+        let mut chaos = None;
+        let mut sources = Vec::new();
+        let mut commits: Vec<String> = Vec::new();
+        let mut date = String::new();
+        for path in paths {
+            let file = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| format!("{file}: {e}"))?;
+            let v: Value = serde_json::from_str(&text).map_err(|e| format!("{file}: not JSON: {e}"))?;
+            let same = |key: &str, v: &Value| {
+                let mut v = v.pointer(key).cloned().unwrap_or(Value::Null);
+                if let Some(sizes) = v.as_object_mut() {
+                    sizes.remove("repeat");
+                }
+                v
+            };
+            match &first {
+                None => first = Some((file.clone(), v.clone())),
+                Some((first_file, f)) => {
+                    for key in [
+                        "/sizes",
+                        "/machine",
+                        "/versions/kubernetes",
+                        "/versions/kwok",
+                        "/versions/rustc",
+                        "/versions/go",
+                    ] {
+                        if same(key, f) != same(key, &v) {
+                            return Err(format!(
+                                "{file} and {first_file} differ in {key} ({} and {}): their rounds \
+                                 did not measure the same thing",
+                                same(key, &v),
+                                same(key, f)
+                            ));
+                        }
+                    }
+                }
+            }
+            let Some(runs) = v["runs"].as_object() else {
+                return Err(format!("{file}: no \"runs\": not a results file of wave-bench"));
+            };
+            let mut rounds = json!({});
+            for (name, rs) in runs {
+                let Some(name) = NAMES.iter().copied().find(|n| n == name) else {
+                    return Err(format!("{file}: unknown controller {name:?}"));
+                };
+                let rs: Vec<ControllerResult> = serde_json::from_value(rs.clone())
+                    .map_err(|e| format!("{file}: {name}'s rounds: {e}"))?;
+                let binary = &v["versions"]["controllers"][name];
+                match binaries.get(name) {
+                    Some(seen) if seen["sha256"] != binary["sha256"] => {
+                        return Err(format!(
+                            "{file}: {name}'s binary ({}) is not the one of the rounds before it ({}): \
+                             combine only rounds of one build",
+                            binary["sha256"], seen["sha256"]
+                        ));
+                    }
+                    _ => {
+                        binaries.insert(name.to_string(), binary.clone());
+                    }
+                }
+                if let Some(limit) = v["fixed_limits"][name].as_str()
+                    && !fixed_limits.iter().any(|(n, _)| *n == name)
+                {
+                    fixed_limits.push((name, limit.to_string()));
+                }
+                rounds[name] = json!(rs.len());
+                match results.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, all)) => all.extend(rs),
+                    None => results.push((name, rs)),
+                }
+            }
+            if !v["S9"].is_null() {
+                if chaos.is_some() {
+                    return Err(format!("{file}: a second S9: combine at most one chaos soak"));
+                }
+                chaos =
+                    Some(serde_json::from_value(v["S9"].clone()).map_err(|e| format!("{file}: S9: {e}"))?);
+            }
+            let commit = v["commit"].as_str().unwrap_or("unknown").to_string();
+            let file_date = v["date"].as_str().unwrap_or_default().to_string();
+            date = date.max(file_date.clone());
+            if !commits.contains(&commit) {
+                commits.push(commit.clone());
+            }
+            let name = path.file_name().map(|n| n.to_string_lossy().to_string());
+            sources.push(json!({"file": name, "commit": commit, "date": file_date, "rounds": rounds}));
+        }
+        let Some((_, first)) = first else {
+            return Err("--combine: no results files given".into());
+        };
+        results.sort_by_key(|(name, _)| NAMES.iter().position(|n| n == name));
+        let order = |(n, _): &(&str, String)| NAMES.iter().position(|m| m == n);
+        fixed_limits.sort_by_key(order);
+        let mut sizes = first["sizes"].clone();
+        sizes["repeat"] = json!(results.iter().map(|(_, r)| r.len()).max().unwrap_or(0));
+        let mut versions = first["versions"].clone();
+        versions["controllers"] = Value::Object(binaries);
+        Ok(Report {
+            commit: commits.join("+"),
+            machine: first["machine"].as_str().unwrap_or("unknown").to_string(),
+            date,
+            safety_only: sizes["safety_only"].as_bool().unwrap_or(false),
+            sizes,
+            versions,
+            results,
+            fixed_limits,
+            sources,
+            chaos,
+        })
     }
 
     /// Writes the dated JSON; and, for a full run with both peers, `latest.json` and the chart (a run
@@ -371,10 +500,19 @@ impl Report {
     pub fn markdown(&self) -> String {
         let names: Vec<&str> = self.results.iter().map(|(n, _)| *n).collect();
         let peers = &names[1.min(names.len())..];
-        let rounds = self.results.first().map_or(0, |(_, r)| r.len());
+        let rounds: Vec<String> = self
+            .results
+            .iter()
+            .map(|(n, r)| format!("{n} {}", r.len()))
+            .collect();
         let mut out = format!(
-            "Commit `{}`, {}, on {}. Sizes: `{}`.\nMedian of {rounds} rounds, (min–max) where they differ.\n",
-            self.commit, self.date, self.machine, self.sizes
+            "Commit `{}`, {}, on {}. Sizes: `{}`.\nRounds: {}. Each figure is the median over the rounds, \
+             with (min–max) where they differ.\n",
+            self.commit,
+            self.date,
+            self.machine,
+            self.sizes,
+            rounds.join(", ")
         );
         for (name, limit) in &self.fixed_limits {
             out += &format!("{name} is limited by {limit}.\n");
@@ -678,7 +816,7 @@ mod tests {
         let r = ControllerResult {
             s1: Latency {
                 samples: vec![LatencySample {
-                    kind: "configmap",
+                    kind: "configmap".into(),
                     ms: Some(10.0),
                 }],
                 ..Default::default()
@@ -703,6 +841,7 @@ mod tests {
             versions: json!({}),
             results: vec![("wave", vec![r])],
             fixed_limits: Vec::new(),
+            sources: Vec::new(),
             chaos: None,
             safety_only: false,
         }
@@ -753,5 +892,60 @@ mod tests {
         report.results[0].0 = "reloader";
         report.results[0].1[0].s5.workload_writes = 3;
         assert_eq!(report.check_smoke(), Ok(()));
+    }
+
+    /// Writes `report` as a results file of a run of `name` whose binary has `sha`, in `dir`.
+    fn results_file(dir: &Path, file: &str, name: &'static str, sha: &str, sizes: Value) -> PathBuf {
+        let mut report = healthy();
+        report.results[0].0 = name;
+        report.results[0].1[0].s1.p99_ms = f64::NAN;
+        report.sizes = sizes;
+        report.versions = json!({"kubernetes": "v1", "controllers": {name: {"sha256": sha}}});
+        let path = dir.join(file);
+        std::fs::write(&path, report.json().to_string()).unwrap();
+        path
+    }
+
+    fn scratch(test: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("wave-bench-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn combining_results_files_pools_each_controllers_rounds_wave_first() {
+        let dir = scratch("combine");
+        let sizes = |repeat: u32| json!({"deployments": 10, "repeat": repeat});
+        let files = [
+            results_file(&dir, "a.json", "reloader", "r1", sizes(1)),
+            results_file(&dir, "b.json", "wave", "w1", sizes(2)),
+            results_file(&dir, "c.json", "wave", "w1", sizes(1)),
+        ];
+        let report = Report::combine(&files).unwrap();
+        let rounds: Vec<(&str, usize)> = report.results.iter().map(|(n, r)| (*n, r.len())).collect();
+        assert_eq!(rounds, [("wave", 2), ("reloader", 1)]);
+        assert_eq!(report.sizes["repeat"], 2);
+        assert_eq!(report.sources.len(), 3);
+        assert!(
+            report.results[0].1[0].s1.p99_ms.is_nan(),
+            "a figure not measured stays unmeasured"
+        );
+        assert_eq!(report.versions["controllers"]["reloader"]["sha256"], "r1");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn combining_refuses_two_builds_of_one_controller_and_rounds_of_different_sizes() {
+        let dir = scratch("refuse");
+        let sizes = json!({"deployments": 10});
+        let one = results_file(&dir, "one.json", "wave", "w1", sizes.clone());
+        let rebuilt = results_file(&dir, "rebuilt.json", "wave", "w2", sizes);
+        let smaller = results_file(&dir, "smaller.json", "wave", "w1", json!({"deployments": 5}));
+        let err = |files: &[PathBuf]| Report::combine(files).err().unwrap_or_default();
+        assert!(err(&[one.clone(), rebuilt]).contains("combine only rounds of one build"));
+        assert!(err(&[one, smaller]).contains("differ in /sizes"));
+        assert!(err(&[]).contains("no results files"));
+        assert!(err(&[dir.join("absent.json")]).contains("absent.json"));
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

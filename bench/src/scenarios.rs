@@ -22,7 +22,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -45,6 +45,10 @@ const APISERVER_DOWN: Duration = Duration::from_secs(20);
 const DEFAULTS_REFILL: Duration = Duration::from_secs(100);
 /// S2: steady RSS is the median of the samples in this last part of the idle window (at most).
 const STEADY_WINDOW: Duration = Duration::from_secs(120);
+/// How long the Deployment controller may take per Deployment to finish rollouts, past 5 minutes: at
+/// 20,000 Deployments it finished about 64 rollouts a second and was 773 behind after 300 s; 50 ms
+/// each is three times that pace.
+const SETTLE_PER_DEPLOYMENT: Duration = Duration::from_millis(50);
 /// Requests in flight while populating.
 const CREATE_CONCURRENCY: usize = 16;
 /// The namespace of the readiness probe; its requests are left out of every count.
@@ -59,7 +63,7 @@ static PROBES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::
 type Error = String;
 
 /// Everything measured for one controller in one round.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ControllerResult {
     pub s1: Latency,
     pub s2: Vec<Memory>,
@@ -74,11 +78,15 @@ pub struct ControllerResult {
     pub defaults: Option<DefaultsPass>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Latency {
+    #[serde(deserialize_with = "nan_if_null")]
     pub p50_ms: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub p90_ms: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub p99_ms: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub max_ms: f64,
     /// Updates whose change never reached the template within 30 s.
     pub missed: usize,
@@ -87,22 +95,25 @@ pub struct Latency {
 }
 
 /// One S1 update.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LatencySample {
     /// `configmap` or `secret`.
-    pub kind: &'static str,
+    pub kind: String,
     /// From the update's response to the template change; `None` when it was missed.
     pub ms: Option<f64>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Memory {
     pub payload_kib: usize,
     pub unreferenced_secrets: usize,
     /// `VmHWM` at the end of the idle window: the peak since the controller started.
+    #[serde(deserialize_with = "nan_if_null")]
     pub peak_rss_mib: f64,
     /// The median of the per-second samples in the last 2 minutes of the idle window.
+    #[serde(deserialize_with = "nan_if_null")]
     pub steady_rss_mib: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub idle_cpu_seconds: f64,
     /// `VmRSS` once a second through the idle window.
     pub rss_samples_mib: Vec<f64>,
@@ -111,10 +122,11 @@ pub struct Memory {
     pub go_heap_alloc_mib: Option<f64>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct FanOut {
     pub deployments: usize,
     pub changed: usize,
+    #[serde(deserialize_with = "nan_if_null")]
     pub all_changed_ms: f64,
     /// Successful workload writes.
     pub workload_writes: u64,
@@ -124,25 +136,29 @@ pub struct FanOut {
     pub timed_out: bool,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ApiCost {
     pub startup_requests: u64,
     pub startup: Counts,
+    #[serde(deserialize_with = "nan_if_null")]
     pub per_change_requests: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub per_change_workload_writes: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub idle_requests_per_minute: f64,
     pub idle: Counts,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Restart {
     pub workload_writes: u64,
     /// From the restart until a ConfigMap change and then a Secret change were both handled.
+    #[serde(deserialize_with = "nan_if_null")]
     pub ready_ms: f64,
 }
 
 /// S8: a config change that makes every pod using it unready.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct BadConfig {
     pub deployments: usize,
     /// wave's --max-concurrent-rollouts (0: the controller cannot pace).
@@ -155,10 +171,11 @@ pub struct BadConfig {
     pub timed_out: bool,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Storm {
     pub deployments: usize,
     pub changes: usize,
+    #[serde(deserialize_with = "nan_if_null")]
     pub replicasets_per_deployment_mean: f64,
     pub replicasets_per_deployment_max: u64,
     /// Successful workload writes.
@@ -170,22 +187,29 @@ pub struct Storm {
 }
 
 /// S11: the kube-apiserver killed for 20 s and started again, then one config change.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ApiserverRestart {
     pub trials: usize,
     /// Per trial: from `/readyz` answering ok again to the change reaching the template.
     pub samples_ms: Vec<f64>,
+    #[serde(deserialize_with = "nan_if_null")]
     pub median_ms: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub max_ms: f64,
     /// Some trial's change had not reached the template when the wait ended.
     pub timed_out: bool,
 }
 
 /// S1 and S3 with the controller at its shipped defaults.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct DefaultsPass {
     pub s1: Latency,
     pub s3: FanOut,
+}
+
+/// serde_json writes a figure that was not measured (NaN) as `null`; `--combine` reads it back as NaN.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Option::<f64>::deserialize(d).map(|v| v.unwrap_or(f64::NAN))
 }
 
 /// Runs every scenario for `profile` on a control plane of its own; `defaults_pass` adds S1 and S3 at
@@ -482,7 +506,7 @@ pub(crate) async fn spread_and_fan_out(
             .wait_for(&format!("{ns}/app-{j}"), args.limit(Duration::from_secs(30)))
             .await;
         samples.push(LatencySample {
-            kind,
+            kind: kind.to_string(),
             ms: seen.map(|at| at.saturating_duration_since(t0).as_secs_f64() * 1000.0),
         });
     }
@@ -1103,7 +1127,9 @@ pub(crate) async fn wait_settled(client: &Client, ns: Option<&str>, args: &Args)
     .await
 }
 
-/// Waits until no Deployment in `ns` is `behind`, within the limit for a 5-minute wait.
+/// Waits until no Deployment in `ns` is `behind`: within 5 minutes, or [`SETTLE_PER_DEPLOYMENT`] for
+/// each Deployment listed when there are more (the Deployment controller works through rollouts at its
+/// own request rate, so a wait that does not grow with the count fails the large S10 sizes by design).
 async fn wait_deployments(
     client: &Client,
     ns: Option<&str>,
@@ -1115,13 +1141,14 @@ async fn wait_deployments(
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let limit = args.limit(Duration::from_secs(300));
-    let deadline = Instant::now() + limit;
+    let started = Instant::now();
     loop {
         let list = api
             .list(&ListParams::default())
             .await
             .map_err(|e| e.to_string())?;
+        let limit = args.limit(Duration::from_secs(300).max(SETTLE_PER_DEPLOYMENT * list.items.len() as u32));
+        let deadline = started + limit;
         let late: Vec<String> = list
             .items
             .iter()
@@ -1323,11 +1350,11 @@ mod tests {
     fn percentiles_leave_missed_updates_out_and_count_them() {
         let samples: Vec<LatencySample> = (1..=100)
             .map(|ms| LatencySample {
-                kind: "secret",
+                kind: "secret".into(),
                 ms: Some(ms as f64),
             })
             .chain(std::iter::once(LatencySample {
-                kind: "configmap",
+                kind: "configmap".into(),
                 ms: None,
             }))
             .collect();
