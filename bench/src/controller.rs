@@ -94,6 +94,18 @@ pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
 }
 
 impl Profile {
+    /// How long a controller held to a request rate it cannot lift (Reloader: 5/s) needs for `reloads`
+    /// reloads (an update and an Event each) past what the others need; zero for the others. Waits that
+    /// end when the writes stop add it, so that such a figure shows the backlog drained, not a wait cut
+    /// short.
+    pub fn backlog(&self, reloads: u64) -> std::time::Duration {
+        /// What one reload costs a rate-limited controller: the workload's update and its Event.
+        const REQUESTS_PER_RELOAD: f64 = 2.0;
+        self.fixed_rate.map_or(std::time::Duration::ZERO, |rate| {
+            std::time::Duration::from_secs_f64(reloads as f64 * REQUESTS_PER_RELOAD / rate)
+        })
+    }
+
     /// The same controller at its shipped defaults.
     pub fn at_defaults(&self) -> Profile {
         Profile {

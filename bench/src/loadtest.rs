@@ -34,9 +34,6 @@ use crate::scenarios::{self, Session, TemplateChanges};
 
 type Error = String;
 
-/// What one reload costs a rate-limited controller: the workload's update and its Event.
-const REQUESTS_PER_RELOAD: f64 = 2.0;
-
 /// Reloader's opt-in and pause annotations (L12 uses them for every controller that reads them).
 const RELOADER_AUTO: &str = "reloader.stakater.com/auto";
 const PAUSE_PERIOD: &str = "deployment.reloader.stakater.com/pause-period";
@@ -184,10 +181,7 @@ async fn run_on(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> R
     // Every workload current, or the limit: the flap breaker's 5 quiet minutes and one more. A
     // controller held to a request rate it cannot lift (Reloader: 5/s) also gets the time its expected
     // reloads take at that rate, so that its figures show its backlog drained, not a wait cut short.
-    let backlog = profile.fixed_rate.map_or(Duration::ZERO, |rate| {
-        let reloads: u64 = runs.iter().map(|r| r.result.expected_reloads).sum();
-        Duration::from_secs_f64(reloads as f64 * REQUESTS_PER_RELOAD / rate)
-    });
+    let backlog = profile.backlog(runs.iter().map(|r| r.result.expected_reloads).sum());
     let limit = args.limit(Duration::from_secs(360) + backlog);
     let deadline = Instant::now() + limit;
     let timed_out = loop {

@@ -283,6 +283,7 @@ async fn run_on(
         client,
         &mut changes,
         &cost,
+        profile,
         ("bench-storm", "storm"),
         (args.storm_deployments, args.storm_changes),
         Duration::from_secs(2) / args.storm_changes.max(1) as u32,
@@ -297,6 +298,7 @@ async fn run_on(
         client,
         &mut changes,
         &cost,
+        profile,
         ("bench-flap", "flap"),
         (args.flap_deployments, args.flap_seconds as usize),
         Duration::from_secs(1),
@@ -965,12 +967,15 @@ pub fn hashed(deployments: &[Deployment]) -> usize {
 }
 
 /// Changes Secret `(namespace, name)` `count` times, `every` apart; then, once no template has changed
-/// for 5 s and the Deployment controller has caught up: ReplicaSets created per Deployment, and the
-/// controller's workload writes.
+/// for 5 s (within 10 minutes, plus the backlog of a controller held to a fixed request rate: a reload
+/// per change per Deployment) and the Deployment controller has caught up: ReplicaSets created per
+/// Deployment, and the controller's workload writes.
+#[allow(clippy::too_many_arguments)]
 async fn churn(
     client: &Client,
     changes: &mut TemplateChanges,
     cost: &impl Fn(Timestamp, Timestamp) -> Counts,
+    profile: &Profile,
     (namespace, name): (&str, &str),
     (deployments, count): (usize, usize),
     every: Duration,
@@ -986,8 +991,12 @@ async fn churn(
         patch::<Secret>(client, namespace, name, body).await?;
         tokio::time::sleep(every).await;
     }
+    let backlog = profile.backlog((count * deployments) as u64);
     let quiet = changes
-        .quiet(Duration::from_secs(5), args.limit(Duration::from_secs(600)))
+        .quiet(
+            Duration::from_secs(5),
+            args.limit(Duration::from_secs(600) + backlog),
+        )
         .await;
     wait_observed(client, namespace, args).await?;
     let after = replicasets_per_owner(client, namespace).await?;
