@@ -6,10 +6,13 @@ use std::process::{Child, Command, Stdio};
 
 use crate::Args;
 
+/// The controllers the benchmark knows, in report order (wave first, so each ratio is wave's to a peer's).
+pub const NAMES: [&str; 3] = ["wave", "wave-go", "reloader"];
+
 /// One controller binary and how to run it.
 #[derive(Clone, Debug)]
 pub struct Profile {
-    /// `wave`, `wave-go` or `reloader`.
+    /// One of [`NAMES`].
     pub name: &'static str,
     /// The binary.
     pub bin: PathBuf,

@@ -308,7 +308,7 @@ async fn main() {
         if let Some(unknown) = args
             .controllers
             .iter()
-            .find(|c| !["wave", "wave-go", "reloader"].contains(&c.as_str()))
+            .find(|c| !controller::NAMES.contains(&c.as_str()))
         {
             eprintln!("--controllers: {unknown:?} is not wave, wave-go or reloader");
             std::process::exit(2);

@@ -240,7 +240,6 @@ impl Report {
     /// sizes (rounds aside), machine, Kubernetes, kwok and toolchains; and each controller's rounds
     /// must all come from one binary (its SHA-256), so that no median mixes two builds.
     pub fn combine(paths: &[PathBuf]) -> Result<Report, String> {
-        const NAMES: [&str; 3] = ["wave", "wave-go", "reloader"];
         let mut first: Option<(String, Value)> = None;
         let mut results: Vec<(&'static str, Vec<ControllerResult>)> = Vec::new();
         let mut binaries = serde_json::Map::new();
@@ -287,7 +286,7 @@ impl Report {
             };
             let mut rounds = json!({});
             for (name, rs) in runs {
-                let Some(name) = NAMES.iter().copied().find(|n| n == name) else {
+                let Some(name) = controller::NAMES.iter().copied().find(|n| n == name) else {
                     return Err(format!("{file}: unknown controller {name:?}"));
                 };
                 let rs: Vec<ControllerResult> = serde_json::from_value(rs.clone())
@@ -335,8 +334,8 @@ impl Report {
         let Some((_, first)) = first else {
             return Err("--combine: no results files given".into());
         };
-        results.sort_by_key(|(name, _)| NAMES.iter().position(|n| n == name));
-        let order = |(n, _): &(&str, String)| NAMES.iter().position(|m| m == n);
+        results.sort_by_key(|(name, _)| controller::NAMES.iter().position(|n| n == name));
+        let order = |(n, _): &(&str, String)| controller::NAMES.iter().position(|m| m == n);
         fixed_limits.sort_by_key(order);
         let mut sizes = first["sizes"].clone();
         sizes["repeat"] = json!(results.iter().map(|(_, r)| r.len()).max().unwrap_or(0));
