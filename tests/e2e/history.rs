@@ -192,9 +192,17 @@ async fn a_snapshot_is_kept_for_each_hash_owned_by_its_revision_and_collected_wi
                 "{kind}: the snapshot of a kept revision stays"
             );
         }
+        let refused: Vec<_> = events_for(&client, &ns, &name(kind))
+            .await
+            .into_iter()
+            .filter(|(_, reason, _)| reason == "ConfigSnapshotFailed")
+            .collect();
+        assert!(refused.is_empty(), "{kind}: {refused:?}");
     }
+    // The chart's RBAC was enough: nothing was refused. (Other errors are retried, and a CI run busy
+    // with the whole suite can see a few: a write that conflicted five times in a row, a timeout.)
     assert_eq!(
-        wave.metric("wave_reconcile_errors_total", &[]),
+        wave.metric("wave_reconcile_errors_total", &["_forbidden\""]),
         0.0,
         "{}",
         wave.output()

@@ -28,6 +28,7 @@ use serde_json::{Map, Value, json};
 use crate::hash::{self, Fetched, Hashing, Section};
 use crate::names;
 use crate::refs::{ConfigKey, ConfigKind, Keys, References};
+use crate::tracker::{ObjectVersion, Tracker};
 use crate::workload::{Workload, WorkloadKind, WorkloadRef};
 
 /// The ConfigMap snapshot's one key: the hash source's `configMaps` section as JSON.
@@ -718,6 +719,48 @@ pub fn managed_by(meta: &ObjectMeta) -> Option<String> {
         .map(|v| format!("{v} (app.kubernetes.io/managed-by)"))
 }
 
+/// A restore as the watches must show it before a workload using its objects is planned again.
+///
+/// A restore writes one object at a time, and each write reaches the watch on its own. A workload that
+/// uses two of them, planned between the two events, would hash half the restored config and half the
+/// undone one, roll to that mix, and roll again a moment later. So every workload using an object of a
+/// restore waits until the tracker shows each object at the version the restore wrote (`seen`), or the
+/// restore failed. Versions are compared for equality only: a `resourceVersion` is opaque, so a later
+/// write by someone else is not "newer", and the shell bounds the wait instead.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RestoreInFlight {
+    /// Each object the restore writes, with the version its write produced once it has.
+    writes: Vec<(ConfigKey, Option<ObjectVersion>)>,
+}
+
+impl RestoreInFlight {
+    /// A restore about to write `keys`.
+    pub fn new(keys: impl IntoIterator<Item = ConfigKey>) -> Self {
+        Self {
+            writes: keys.into_iter().map(|k| (k, None)).collect(),
+        }
+    }
+
+    /// Notes that writing `key` produced `version`.
+    pub fn written(&mut self, key: &ConfigKey, version: ObjectVersion) {
+        if let Some((_, v)) = self.writes.iter_mut().find(|(k, _)| k == key) {
+            *v = Some(version);
+        }
+    }
+
+    /// Whether a workload with `refs` uses an object this restore writes.
+    pub fn touches(&self, refs: &References) -> bool {
+        refs.iter().any(|r| self.writes.iter().any(|(k, _)| *k == r.key))
+    }
+
+    /// Whether every write is done and `tracker` shows each object at the version it wrote.
+    pub fn seen(&self, tracker: &Tracker) -> bool {
+        self.writes
+            .iter()
+            .all(|(key, written)| written.is_some() && tracker.config(key) == written.as_ref())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -1054,6 +1097,65 @@ mod tests {
         assert_eq!(
             (r.number, r.hash.as_deref(), r.owner.kind.as_str()),
             (4, Some("h9"), "ControllerRevision")
+        );
+    }
+
+    #[test]
+    fn workloads_using_a_restored_object_wait_until_the_watch_shows_every_write_of_the_restore() {
+        use crate::tracker::{ConfigMeta, Event, Resource, Scope};
+        let app = ConfigKey::new(ConfigKind::ConfigMap, "ns", "app");
+        let db = ConfigKey::new(ConfigKind::Secret, "ns", "db");
+        let version = |rv: &str| ObjectVersion {
+            uid: "u".into(),
+            resource_version: rv.into(),
+        };
+        let watch = |tracker: &mut Tracker, key: &ConfigKey, rv: &str| {
+            let scope = Scope {
+                resource: Resource::Config(key.kind),
+                namespace: None,
+            };
+            let meta = ConfigMeta {
+                key: key.clone(),
+                version: version(rv),
+                owners: Vec::new(),
+                ignored: false,
+                reloader_match: false,
+                labels: BTreeMap::new(),
+            };
+            tracker.apply(crate::tracker::Change::Config(scope, Event::Apply(meta)));
+        };
+        let mut tracker = Tracker::new(&[WorkloadKind::DEPLOYMENT], None);
+        let mut restore = RestoreInFlight::new([app.clone(), db.clone()]);
+        assert!(restore.touches(&app_refs()));
+        let other = refs::discover(
+            "ns",
+            &BTreeMap::new(),
+            &template(
+                json!({"containers": [{"name": "c", "envFrom": [{"configMapRef": {"name": "other"}}]}]}),
+            ),
+        );
+        assert!(
+            !restore.touches(&other),
+            "a workload using neither object does not wait"
+        );
+
+        watch(&mut tracker, &app, "10");
+        watch(&mut tracker, &db, "11");
+        restore.written(&app, version("20"));
+        assert!(!restore.seen(&tracker), "the Secret is not written yet");
+        watch(&mut tracker, &app, "20");
+        assert!(
+            !restore.seen(&tracker),
+            "written, but the watch shows only the ConfigMap's write"
+        );
+        restore.written(&db, version("21"));
+        assert!(!restore.seen(&tracker));
+        watch(&mut tracker, &db, "21");
+        assert!(restore.seen(&tracker));
+        watch(&mut tracker, &db, "22");
+        assert!(
+            !restore.seen(&tracker),
+            "a later write is not taken for the restore's: versions are only compared for equality"
         );
     }
 }

@@ -125,6 +125,16 @@ pub struct ObjectVersion {
     pub resource_version: String,
 }
 
+impl ObjectVersion {
+    /// The version `meta` describes.
+    pub fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
+        Self {
+            uid: meta.uid.clone().unwrap_or_default(),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+        }
+    }
+}
+
 /// Metadata of one config object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigMeta {

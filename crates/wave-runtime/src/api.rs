@@ -24,6 +24,7 @@ use wave_core::history::{CurrentObject, Revision, Snapshot};
 use wave_core::kind::ResourceSpec;
 use wave_core::names;
 use wave_core::refs::{ConfigKey, ConfigKind};
+use wave_core::tracker::ObjectVersion;
 use wave_core::workload::{Workload, WorkloadKind, WorkloadRef};
 
 use crate::config::SecretName;
@@ -399,24 +400,24 @@ pub async fn current_config(client: &Client, key: &ConfigKey) -> Result<Option<C
     })
 }
 
-/// A JSON merge patch of a config object's data, as field manager `wave` (the response, which may hold
-/// Secret data, is dropped unread).
+/// A JSON merge patch of a config object's data, as field manager `wave`: the version it wrote (only
+/// the response's metadata is read; its data, which may be a Secret's, is dropped).
 pub async fn patch_config(
     client: &Client,
     key: &ConfigKey,
     body: &serde_json::Value,
-) -> Result<(), kube::Error> {
+) -> Result<ObjectVersion, kube::Error> {
     let params = as_wave();
     let patch = Patch::Merge(body);
     match key.kind {
         ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), &key.namespace)
             .patch(&key.name, &params, &patch)
             .await
-            .map(drop),
+            .map(|cm| ObjectVersion::of(&cm.metadata)),
         ConfigKind::Secret => Api::<Secret>::namespaced(client.clone(), &key.namespace)
             .patch(&key.name, &params, &patch)
             .await
-            .map(drop),
+            .map(|secret| ObjectVersion::of(&secret.metadata)),
     }
 }
 

@@ -12,12 +12,18 @@
 //!   which makes `/livez` fail: a controller whose loop died must be restarted, not left "ok".
 //! - [`KeptSnapshots`]: for each workload with config history, the hash and generation whose snapshot
 //!   is known to exist and be owned by its revision, so that a snapshot is checked once, not per reconcile.
+//! - [`Restores`]: the restores (`undo: restore-config`) the watches have not shown whole yet; a workload
+//!   using one of their objects waits rather than roll to half-restored config.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::gauge::Gauge;
+use wave_core::history::RestoreInFlight;
+use wave_core::refs::{ConfigKey, References};
+use wave_core::tracker::{ObjectVersion, Tracker};
 use wave_core::workload::WorkloadRef;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -149,6 +155,124 @@ impl KeptSnapshots {
     /// Forgets `id`.
     pub fn forget(&self, id: &WorkloadRef) {
         lock(&self.0).remove(id);
+    }
+}
+
+/// How long after a restore began workloads using its objects wait for the watches to show it whole.
+/// The watches show a write within a second or two; this bounds the wait when they never show the
+/// restore's version because someone wrote the object again first (`RestoreInFlight`).
+const RESTORE_SEEN_WITHIN: Duration = Duration::from_secs(15);
+
+/// See the module docs: the restoring workload → its restore, and when the wait for it ends.
+#[derive(Default)]
+pub struct Restores(Mutex<HashMap<WorkloadRef, (RestoreInFlight, Instant)>>);
+
+impl Restores {
+    /// `id` is about to restore `keys`.
+    pub fn begin(&self, id: &WorkloadRef, keys: impl IntoIterator<Item = ConfigKey>, now: Instant) {
+        let restore = RestoreInFlight::new(keys);
+        lock(&self.0).insert(id.clone(), (restore, now + RESTORE_SEEN_WITHIN));
+    }
+
+    /// `id`'s restore wrote `key`, which is now at `version`.
+    pub fn written(&self, id: &WorkloadRef, key: &ConfigKey, version: ObjectVersion) {
+        if let Some((restore, _)) = lock(&self.0).get_mut(id) {
+            restore.written(key, version);
+        }
+    }
+
+    /// `id`'s restore stopped part-way: nothing more will be written, so nobody waits for it.
+    pub fn abandon(&self, id: &WorkloadRef) {
+        lock(&self.0).remove(id);
+    }
+
+    /// Whether a workload using `refs` must wait: a restore of one of its objects is not yet shown whole
+    /// by `tracker`. Restores shown whole, or waited for long enough, are forgotten.
+    pub fn pending(&self, refs: &References, tracker: &Tracker, now: Instant) -> bool {
+        let mut all = lock(&self.0);
+        if all.is_empty() {
+            return false;
+        }
+        all.retain(|_, (restore, until)| now < *until && !restore.seen(tracker));
+        all.values().any(|(restore, _)| restore.touches(refs))
+    }
+}
+
+#[cfg(test)]
+mod restores_tests {
+    use std::collections::BTreeMap;
+
+    use wave_core::refs::ConfigKind;
+    use wave_core::tracker::{Change, ConfigMeta, Event, Resource, Scope};
+    use wave_core::workload::WorkloadKind;
+
+    use super::*;
+
+    fn uses_app() -> References {
+        let template = serde_json::from_value(serde_json::json!({"spec": {"containers": [
+            {"name": "c", "envFrom": [{"configMapRef": {"name": "app"}}]}]}}))
+        .unwrap();
+        wave_core::refs::discover("ns", &BTreeMap::new(), &template)
+    }
+
+    fn app() -> ConfigKey {
+        ConfigKey::new(ConfigKind::ConfigMap, "ns", "app")
+    }
+
+    fn version(rv: &str) -> ObjectVersion {
+        ObjectVersion {
+            uid: "u".into(),
+            resource_version: rv.into(),
+        }
+    }
+
+    fn watched(rv: &str) -> Tracker {
+        let mut tracker = Tracker::new(&[WorkloadKind::DEPLOYMENT], None);
+        let scope = Scope {
+            resource: Resource::Config(ConfigKind::ConfigMap),
+            namespace: None,
+        };
+        tracker.apply(Change::Config(
+            scope,
+            Event::Apply(ConfigMeta {
+                key: app(),
+                version: version(rv),
+                owners: Vec::new(),
+                ignored: false,
+                reloader_match: false,
+                labels: BTreeMap::new(),
+            }),
+        ));
+        tracker
+    }
+
+    #[test]
+    fn a_restore_holds_its_objects_users_until_seen_abandoned_or_waited_for_long_enough() {
+        let id = WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", "web");
+        let now = Instant::now();
+        let restores = Restores::default();
+        assert!(!restores.pending(&uses_app(), &watched("1"), now), "no restore");
+
+        restores.begin(&id, [app()], now);
+        restores.written(&id, &app(), version("2"));
+        assert!(restores.pending(&uses_app(), &watched("1"), now));
+        assert!(!restores.pending(&uses_app(), &watched("2"), now), "seen");
+        assert!(
+            !restores.pending(&uses_app(), &watched("1"), now),
+            "forgotten once seen"
+        );
+
+        restores.begin(&id, [app()], now);
+        restores.abandon(&id);
+        assert!(!restores.pending(&uses_app(), &watched("1"), now), "abandoned");
+
+        restores.begin(&id, [app()], now);
+        assert!(restores.pending(&uses_app(), &watched("1"), now));
+        let later = now + RESTORE_SEEN_WITHIN;
+        assert!(
+            !restores.pending(&uses_app(), &watched("3"), later),
+            "waited long enough"
+        );
     }
 }
 

@@ -15,7 +15,7 @@ use wave_core::refs::ConfigKey;
 use wave_core::tracker::Tracker;
 use wave_core::workload::WorkloadRef;
 
-use super::bookkeeping::{KeptSnapshots, KnownHashes, Liveness, MissingReports};
+use super::bookkeeping::{KeptSnapshots, KnownHashes, Liveness, MissingReports, Restores};
 use super::content::ContentCache;
 use super::watch::WatchHealth;
 use super::workqueue::WorkQueue;
@@ -69,6 +69,8 @@ pub struct Context {
     pub config_history: bool,
     /// The config snapshots known to be kept.
     pub kept_snapshots: KeptSnapshots,
+    /// Restores the watches have not shown whole yet.
+    pub restores: Restores,
     /// The essential tasks, for `/livez`.
     pub liveness: Liveness,
     /// For workloads opted in through Reloader's annotations: the SHA-1s wave last saw.

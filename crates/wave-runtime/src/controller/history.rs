@@ -12,10 +12,11 @@
 //!   ─► the snapshot of the hash it went back to (none, or restoring it cannot give that hash ─► refused)
 //!   ─► every object it restores exists, is mutable, and no tool manages it (else ─► refused)
 //!   ─► one merge patch per object, guarded by its resourceVersion ─► `ConfigRestored`
+//!      (noted in `Restores`: workloads using these objects wait until the watches show every write)
 //!   refused ─► Warning `ConfigRestoreRefused`, and the template is pinned instead
 //! ```
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wave_core::hash::Fetched;
 use wave_core::history::{self, Restore, Snapshot};
@@ -210,11 +211,17 @@ pub async fn restore(
         patches.push(current);
     }
     let mut restored = Vec::new();
+    ctx.restores
+        .begin(id, plan.iter().map(|r| r.key.clone()), Instant::now());
     for (restore, current) in plan.iter().zip(patches.into_iter().flatten()) {
         let body = history::restore_patch(restore, &current);
-        api::patch_config(&ctx.client, &restore.key, &body)
-            .await
-            .map_err(fail(format!("restoring {}", restore.key)))?;
+        match api::patch_config(&ctx.client, &restore.key, &body).await {
+            Ok(version) => ctx.restores.written(id, &restore.key, version),
+            Err(e) => {
+                ctx.restores.abandon(id);
+                return Err(fail(format!("restoring {}", restore.key))(e));
+            }
+        }
         restored.push(format!("{}/{}", restore.key.kind, restore.key.name));
     }
     Ok(Restored::Done(format!(

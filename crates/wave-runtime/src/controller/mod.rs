@@ -38,7 +38,7 @@ use wave_core::ratelimit::TokenBucket;
 use wave_core::tracker::{Change, Tracker};
 use wave_core::workload::WorkloadRef;
 
-use self::bookkeeping::{KeptSnapshots, KnownHashes, Liveness, MissingReports};
+use self::bookkeeping::{KeptSnapshots, KnownHashes, Liveness, MissingReports, Restores};
 use self::content::ContentCache;
 use self::context::Context;
 use self::workqueue::WorkQueue;
@@ -127,6 +127,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         known_hashes: KnownHashes::default(),
         config_history: config.config_history,
         kept_snapshots: KeptSnapshots::default(),
+        restores: Restores::default(),
         liveness: Liveness::default(),
         reloader_seen: Mutex::default(),
     });

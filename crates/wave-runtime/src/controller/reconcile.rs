@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! leader? ─► view from the tracker ─► what Wave v0.6 left removed (`legacy`) ─► refs (core)
+//!   ─► an object it uses is being restored and the watches lag? look again shortly (Waiting)
 //!   ─► content cache ─► plan (core)
 //!   Noop    ─► done; with config history, the snapshot of the config behind the hash kept (`history`)
 //!   Blocked ─► one Warning Event per distinct missing set; woken again when the config appears
@@ -36,6 +37,10 @@ use crate::metrics::{KindError, KindLabel, KindResult};
 
 /// How many times a write is re-planned after 409 Conflict before the reconcile fails.
 pub(super) const CONFLICT_ATTEMPTS: usize = 5;
+
+/// How soon a workload waiting for a restore to show whole looks again (the restored objects' watch
+/// events wake it too).
+const RESTORE_RECHECK: Duration = Duration::from_millis(200);
 
 /// What a reconcile did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,6 +166,10 @@ async fn plan_and_write(
         }
         for skipped in &refs.skipped {
             tracing::warn!(workload = %id, "{skipped}; skipped");
+        }
+        if ctx.restores.pending(&refs, &ctx.tracker(), Instant::now()) {
+            // Planned now, it could hash half-restored config and roll to it (`Restores`).
+            return Ok(Outcome::Waiting(RESTORE_RECHECK));
         }
         let fetched = ctx.content.resolve(&refs, &ctx.tracker).await?;
         let policy = plan::Policy {
