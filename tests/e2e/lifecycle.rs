@@ -106,6 +106,53 @@ async fn at_start_up_a_namespace_of_many_referenced_objects_is_read_with_lists_n
 }
 
 #[tokio::test]
+async fn watching_every_namespace_a_few_referenced_objects_in_each_are_read_with_one_list_of_the_cluster() {
+    // A control plane of its own: this wave watches every namespace, and the shared one holds the
+    // objects of every other test, which would make a cluster-wide read mostly of unreferenced ones.
+    let dir = std::env::temp_dir().join(format!("wave-bulk-cluster-{}", std::process::id()));
+    let cluster = tokio::task::spawn_blocking(move || testenv::Cluster::start_in(dir, &["--nodes=1"]))
+        .await
+        .expect("starting the control plane");
+    let client = cluster.client().await;
+    // Fewer than a namespace's LIST is worth in each (GETs, namespace by namespace), more than a page's
+    // worth of GETs in all, and most of the cluster's ConfigMaps (each namespace also has
+    // kube-root-ca.crt).
+    let per_namespace = wave_core::tracker::BULK_READ_MIN / 2;
+    let mut workloads = Vec::new();
+    for n in 0..3 {
+        let ns = testenv::namespace(&client, &format!("bulk-all-{n}")).await;
+        for i in 0..per_namespace {
+            let name = format!("app-{i}");
+            create_configmap(&client, &ns, &name, json!({"level": name})).await;
+            create_secret(&client, &ns, &name, json!({"password": name})).await;
+            let spec = pod_spec(
+                json!({"envFrom": [{"configMapRef": {"name": name}}, {"secretRef": {"name": name}}]}),
+                json!({}),
+            );
+            create_workload(&client, &ns, WorkloadKind::DEPLOYMENT, &name, opted_in(&[]), spec).await;
+            workloads.push((ns.clone(), name));
+        }
+    }
+    for (ns, name) in &workloads {
+        settled_revisions(&client, ns, WorkloadKind::DEPLOYMENT, name).await;
+    }
+    let wave = Wave::start_as(&cluster.kubeconfig(), &[], &["--update-rate=inf"]).await;
+    for (ns, name) in &workloads {
+        let hash = wait_hash_change(&client, ns, WorkloadKind::DEPLOYMENT, name, None).await;
+        assert_eq!(
+            hash,
+            desired_hash(&cluster.kubeconfig(), ns, WorkloadKind::DEPLOYMENT, name),
+            "{ns}/{name}: the hash of what the LIST read"
+        );
+    }
+    assert_eq!(
+        wave.metric("wave_content_fetches_total", &[]),
+        0.0,
+        "no object was read on its own"
+    );
+}
+
+#[tokio::test]
 async fn after_a_reference_is_removed_its_changes_trigger_nothing() {
     let (client, ns, wave) = two_references("unref").await;
     let spec = pod_spec(

@@ -427,25 +427,75 @@ impl Tracker {
         self.configs.len()
     }
 
-    /// The namespaces and kinds whose referenced objects are cheaper to read with one paginated LIST
-    /// than with one GET each, as the content of every workload is first read after start-up: at least
-    /// [`BULK_READ_MIN`] referenced objects exist there, and they are at least half of the objects
-    /// there, so the LIST reads little that nobody references.
-    pub fn bulk_reads(&self) -> Vec<(String, ConfigKind)> {
-        // (namespace, kind) → (referenced, present)
-        let mut counts: BTreeMap<(&str, ConfigKind), (usize, usize)> = BTreeMap::new();
+    /// The paginated LISTs (of `page` objects per request) that read the referenced objects more cheaply
+    /// than one GET each, as the content of every workload is first read after start-up. Per kind:
+    ///
+    /// - each namespace where at least [`BULK_READ_MIN`] referenced objects exist and they are at least
+    ///   half of the objects there (so the LIST reads little that nobody references); the rest are GETs;
+    /// - or, when wave watches that kind in every namespace and ignores none, one LIST of the whole
+    ///   cluster, if referenced objects are at least half of all and it takes fewer requests than that.
+    ///
+    /// (S4 in docs/benchmarks.md: one LIST per namespace made 112 requests where two kinds' cluster-wide
+    /// pages would make a few dozen.)
+    pub fn bulk_reads(&self, page: usize) -> Vec<BulkRead> {
+        let page = page.max(1);
+        let pages = |objects: usize| objects.div_ceil(page);
+        // kind → namespace → (referenced, present)
+        let mut counts: BTreeMap<ConfigKind, BTreeMap<&str, (usize, usize)>> = BTreeMap::new();
         for key in self.configs.keys() {
-            let (referenced, present) = counts.entry((key.namespace.as_str(), key.kind)).or_default();
+            let (referenced, present) = counts
+                .entry(key.kind)
+                .or_default()
+                .entry(key.namespace.as_str())
+                .or_default();
             *present += 1;
             if self.index.is_referenced(key) {
                 *referenced += 1;
             }
         }
-        counts
-            .into_iter()
-            .filter(|(_, (referenced, present))| *referenced >= BULK_READ_MIN && 2 * referenced >= *present)
-            .map(|((namespace, kind), _)| (namespace.to_string(), kind))
-            .collect()
+        let mut out = Vec::new();
+        for (kind, namespaces) in counts {
+            let by_namespace = |(referenced, present): (usize, usize)| {
+                referenced >= BULK_READ_MIN && 2 * referenced >= present
+            };
+            let requests_by_namespace: usize = namespaces
+                .values()
+                .map(|&(referenced, present)| {
+                    if by_namespace((referenced, present)) {
+                        pages(present)
+                    } else {
+                        referenced
+                    }
+                })
+                .sum();
+            let (referenced, present) = namespaces
+                .values()
+                .fold((0, 0), |(r, p), &(referenced, present)| {
+                    (r + referenced, p + present)
+                });
+            let cluster_wide = self.ignored_namespaces.is_empty()
+                && self
+                    .scopes
+                    .iter()
+                    .any(|s| s.resource == Resource::Config(kind) && s.namespace.is_none());
+            if cluster_wide && 2 * referenced >= present && pages(present) < requests_by_namespace {
+                out.push(BulkRead {
+                    namespace: None,
+                    kind,
+                });
+                continue;
+            }
+            out.extend(
+                namespaces
+                    .into_iter()
+                    .filter(|(_, counts)| by_namespace(*counts))
+                    .map(|(namespace, _)| BulkRead {
+                        namespace: Some(namespace.to_string()),
+                        kind,
+                    }),
+            );
+        }
+        out
     }
 
     /// Every workload that needs a reconcile (after readiness, a leadership change or a resync).
@@ -825,6 +875,15 @@ fn adoption(w: &Workload) -> Option<WorkloadRef> {
 /// a LIST: below it, a few GETs cost no more.
 pub const BULK_READ_MIN: usize = 8;
 
+/// One paginated LIST of [`Tracker::bulk_reads`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BulkRead {
+    /// The namespace listed; `None` for every namespace.
+    pub namespace: Option<String>,
+    /// The kind listed.
+    pub kind: ConfigKind,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -918,29 +977,112 @@ mod tests {
         assert_eq!(names_of(&fx), ["a", "b"]);
     }
 
+    /// The page size the bulk-read tests assume.
+    const PAGE: usize = 100;
+
+    fn in_namespace(ns: &str, mut meta: ConfigMeta) -> ConfigMeta {
+        meta.key.namespace = ns.into();
+        meta
+    }
+
+    fn uses_cm_in(ns: &str, name: &str, cm: &str) -> Workload {
+        let mut w = uses_cm(name, cm);
+        w.id.namespace = ns.into();
+        w
+    }
+
+    /// `used` and `unused` ConfigMaps in each of `namespaces`, a workload per used one, in `tracker`.
+    fn spread(tracker: Tracker, namespaces: &[&str], used: usize, unused: usize) -> Tracker {
+        let mut workloads = Vec::new();
+        let mut configs = Vec::new();
+        for ns in namespaces {
+            for i in 0..used {
+                workloads.push(uses_cm_in(ns, &format!("w{i}"), &format!("used{i}")));
+                configs.push(in_namespace(ns, cm_meta(&format!("used{i}"), "1")));
+            }
+            for i in 0..unused {
+                configs.push(in_namespace(ns, cm_meta(&format!("unused{i}"), "1")));
+            }
+        }
+        synced_from(tracker, workloads, configs).0
+    }
+
+    fn namespace_reads(namespaces: &[&str]) -> Vec<BulkRead> {
+        namespaces
+            .iter()
+            .map(|ns| BulkRead {
+                namespace: Some(ns.to_string()),
+                kind: ConfigKind::ConfigMap,
+            })
+            .collect()
+    }
+
     #[test]
-    fn a_namespace_is_read_in_bulk_only_where_many_objects_are_referenced_and_they_are_most_of_it() {
-        let names = |prefix: &'static str, n: usize| (0..n).map(move |i| format!("{prefix}{i}"));
-        let used: Vec<String> = names("used", BULK_READ_MIN).collect();
-        let workloads = used.iter().map(|cm| uses_cm(&format!("w-{cm}"), cm)).collect();
-        let mut configs: Vec<ConfigMeta> = used.iter().map(|n| cm_meta(n, "1")).collect();
-        configs.extend(names("unused", BULK_READ_MIN).map(|n| cm_meta(&n, "1")));
-        let (t, _) = synced(workloads, configs.clone());
+    fn a_watched_namespace_is_read_in_bulk_only_where_many_objects_are_referenced_and_they_are_most_of_it() {
+        let watched = BTreeSet::from(["ns".to_string()]);
+        let all = || Tracker::new(&WorkloadKind::BUILT_IN, Some(&watched));
         assert_eq!(
-            t.bulk_reads(),
-            [("ns".to_string(), ConfigKind::ConfigMap)],
+            spread(all(), &["ns"], BULK_READ_MIN, BULK_READ_MIN).bulk_reads(PAGE),
+            namespace_reads(&["ns"]),
             "half of the namespace is referenced"
         );
+        assert!(
+            spread(all(), &["ns"], BULK_READ_MIN, BULK_READ_MIN + 1)
+                .bulk_reads(PAGE)
+                .is_empty(),
+            "less than half is referenced"
+        );
+        assert!(
+            spread(all(), &["ns"], BULK_READ_MIN - 1, 0)
+                .bulk_reads(PAGE)
+                .is_empty(),
+            "too few for a LIST to save anything"
+        );
+    }
 
-        configs.push(cm_meta("one-more-unused", "1"));
-        let workloads = used.iter().map(|cm| uses_cm(&format!("w-{cm}"), cm)).collect();
-        let (t, _) = synced(workloads, configs);
-        assert!(t.bulk_reads().is_empty(), "less than half is referenced");
+    #[test]
+    fn the_whole_cluster_is_read_in_one_list_when_that_takes_fewer_requests_and_wave_watches_every_namespace()
+    {
+        let namespaces = ["a", "b", "c"];
+        let everything = vec![BulkRead {
+            namespace: None,
+            kind: ConfigKind::ConfigMap,
+        }];
+        let all = || Tracker::new(&WorkloadKind::BUILT_IN, None);
+        assert_eq!(
+            spread(all(), &namespaces, BULK_READ_MIN, 0).bulk_reads(PAGE),
+            everything,
+            "one page instead of three LISTs"
+        );
+        assert_eq!(
+            spread(all(), &namespaces, 2, 0).bulk_reads(PAGE),
+            everything,
+            "one page instead of six GETs (no namespace holds enough for a LIST of its own)"
+        );
+        assert_eq!(
+            spread(all(), &namespaces, BULK_READ_MIN, BULK_READ_MIN).bulk_reads(16),
+            namespace_reads(&namespaces),
+            "with 16 per page, the cluster takes as many pages as the namespaces: LISTs per namespace"
+        );
+        assert_eq!(
+            spread(all(), &namespaces, 1, 2).bulk_reads(PAGE),
+            [],
+            "most of the cluster is unreferenced: three GETs"
+        );
 
-        let few = &used[..BULK_READ_MIN - 1];
-        let workloads = few.iter().map(|cm| uses_cm(&format!("w-{cm}"), cm)).collect();
-        let (t, _) = synced(workloads, few.iter().map(|n| cm_meta(n, "1")).collect());
-        assert!(t.bulk_reads().is_empty(), "too few for a LIST to save anything");
+        let listed = BTreeSet::from(namespaces.map(String::from));
+        let some = Tracker::new(&WorkloadKind::BUILT_IN, Some(&listed));
+        assert_eq!(
+            spread(some, &namespaces, BULK_READ_MIN, 0).bulk_reads(PAGE),
+            namespace_reads(&namespaces),
+            "watching some namespaces, wave may not list the others"
+        );
+        let ignoring = all().ignoring(BTreeSet::from(["quiet".to_string()]));
+        assert_eq!(
+            spread(ignoring, &namespaces, BULK_READ_MIN, 0).bulk_reads(PAGE),
+            namespace_reads(&namespaces),
+            "a cluster-wide LIST would read the ignored namespace too"
+        );
     }
 
     #[test]

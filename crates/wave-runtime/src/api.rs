@@ -5,7 +5,7 @@
 //! WorkloadKind (data: group, version, plural, template pointer) ─► ApiResource ─► Api<DynamicObject>
 //!     get_workload / list_workloads ─► Workload (wave_core)      patch_workload ─► merge patch as `wave`
 //!     get_object (status and selector, for held pods)
-//! ConfigKey ─► fetch_content ─► Content (wave_core) · namespace × ConfigKind ─► list_content (pages)
+//! ConfigKey ─► fetch_content ─► Content (wave_core) · namespace (or all) × ConfigKind ─► list_content (pages)
 //! SecretName ─► read_hash_key ─► HashKey (wave_core; `--hash-key-secret`)
 //! history: list_revisions ─► Revision · get_snapshot ─► Snapshot objects
 //!          create_or_own ─► the snapshot exists, owned by the revision · current_config / patch_config
@@ -200,16 +200,17 @@ pub async fn fetch_content(
 }
 
 /// Objects per page of [`list_content`]: a page, not the namespace, bounds what is held at once.
-const LIST_PAGE: u32 = 100;
+pub const LIST_PAGE: u32 = 100;
 
 /// Helm keeps every release in a Secret of this type, up to 1 MiB each, that no pod references: a
 /// bulk read leaves them out, so a page of them is never held.
 const HELM_RELEASE_SECRET: &str = "helm.sh/release.v1";
 
-/// Every object of `kind` in `namespace` with its content, page by page, handed to `each` and dropped.
+/// Every object of `kind` in `namespace` (`None`: in every namespace) with its content, page by page,
+/// handed to `each` and dropped.
 pub async fn list_content(
     client: &Client,
-    namespace: &str,
+    namespace: Option<&str>,
     kind: ConfigKind,
     mut each: impl FnMut(ObjectMeta, Content),
 ) -> Result<(), kube::Error> {
@@ -220,9 +221,7 @@ pub async fn list_content(
     loop {
         let next = match kind {
             ConfigKind::ConfigMap => {
-                let page = Api::<ConfigMap>::namespaced(client.clone(), namespace)
-                    .list(&params)
-                    .await?;
+                let page = scoped::<ConfigMap>(client, namespace).list(&params).await?;
                 for cm in page.items {
                     let content = Content::from_config_map(&cm);
                     each(cm.metadata, content);
@@ -230,9 +229,7 @@ pub async fn list_content(
                 page.metadata.continue_
             }
             ConfigKind::Secret => {
-                let page = Api::<Secret>::namespaced(client.clone(), namespace)
-                    .list(&params)
-                    .await?;
+                let page = scoped::<Secret>(client, namespace).list(&params).await?;
                 for secret in page.items {
                     let content = Content::from_secret(&secret);
                     each(secret.metadata, content);
@@ -244,6 +241,17 @@ pub async fn list_content(
             Some(token) => params = params.continue_token(&token),
             None => return Ok(()),
         }
+    }
+}
+
+/// The API of `K` in `namespace`, or in every namespace.
+pub(crate) fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
     }
 }
 

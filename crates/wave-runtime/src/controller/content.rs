@@ -6,8 +6,9 @@
 //!                    cached at the tracker's version ─► cached content
 //!                    otherwise                      ─► one GET (consistent read), cache, use
 //! resolve_live(refs) ─► one GET per referenced key, concurrently (the webhook, before it gates)
-//! warm (once, when every watch has listed) ─► one paginated LIST per Tracker::bulk_reads namespace
-//!                                             and kind; the referenced objects are cached
+//! warm (once, when every watch has listed) ─► the paginated LISTs Tracker::bulk_reads chooses (per
+//!                                             namespace, or cluster-wide, and kind); the referenced
+//!                                             objects are cached
 //! ```
 //!
 //! Warming first turns the start-up's one GET per referenced object into a few LISTs where a namespace
@@ -27,9 +28,9 @@ use kube::api::ObjectMeta;
 
 use wave_core::hash::{Content, Fetched};
 use wave_core::refs::{ConfigKey, References};
-use wave_core::tracker::{ObjectVersion, Tracker};
+use wave_core::tracker::{BulkRead, ObjectVersion, Tracker};
 
-use crate::api::{describe, fetch_content, list_content};
+use crate::api::{LIST_PAGE, describe, fetch_content, list_content};
 use crate::error::ReconcileError;
 use crate::metrics::{KindLabel, Metrics};
 
@@ -99,19 +100,25 @@ impl ContentCache {
         Ok(collect(futures::future::try_join_all(lookups).await?))
     }
 
-    /// Reads the referenced objects of every namespace and kind [`Tracker::bulk_reads`] names with one
-    /// paginated LIST each, and caches them, so that the reconciles after start-up find them cached.
+    /// Reads the referenced objects with the paginated LISTs [`Tracker::bulk_reads`] chooses (per
+    /// namespace, or of the whole cluster), and caches them, so that the reconciles after start-up find
+    /// them cached.
     pub async fn warm(&self, tracker: &RwLock<Tracker>) {
-        let bulk = read(tracker).bulk_reads();
-        for (namespace, kind) in bulk {
+        let bulk = read(tracker).bulk_reads(LIST_PAGE as usize);
+        for BulkRead { namespace, kind } in bulk {
             let mut cached = 0;
-            let listed = list_content(&self.client, &namespace, kind, |meta, content| {
-                let key = ConfigKey::new(kind, &namespace, meta.name.clone().unwrap_or_default());
+            let listed = list_content(&self.client, namespace.as_deref(), kind, |meta, content| {
+                let key = ConfigKey::new(
+                    kind,
+                    meta.namespace.clone().unwrap_or_default(),
+                    meta.name.clone().unwrap_or_default(),
+                );
                 if self.keep(key, meta, Arc::new(content), tracker) {
                     cached += 1;
                 }
             })
             .await;
+            let namespace = namespace.as_deref().unwrap_or("(all)");
             match listed {
                 Ok(()) => tracing::debug!(namespace, kind = kind.kind(), cached, "read in bulk"),
                 Err(e) => {
@@ -159,10 +166,7 @@ impl ContentCache {
         if !read(tracker).index().is_referenced(&key) {
             return false;
         }
-        let version = ObjectVersion {
-            uid: meta.uid.unwrap_or_default(),
-            resource_version: meta.resource_version.unwrap_or_default(),
-        };
+        let version = ObjectVersion::of(&meta);
         let mut entries = self.entries();
         entries.insert(key, Entry { version, content });
         self.metrics.cached_config_objects.set(entries.len() as i64);

@@ -83,11 +83,11 @@ pub fn changes(
                 scoped(api, scope.clone(), h, m, workload_change(kind))
             }
             Watched::Config(ConfigKind::ConfigMap) => {
-                let api = scoped_api::<PartialObjectMeta<ConfigMap>>(client, ns);
+                let api = api::scoped::<PartialObjectMeta<ConfigMap>>(client, ns);
                 scoped(api, scope.clone(), h, m, config_change(ConfigKind::ConfigMap))
             }
             Watched::Config(ConfigKind::Secret) => {
-                let api = scoped_api::<PartialObjectMeta<Secret>>(client, ns);
+                let api = api::scoped::<PartialObjectMeta<Secret>>(client, ns);
                 scoped(api, scope.clone(), h, m, config_change(ConfigKind::Secret))
             }
             Watched::Namespace => {
@@ -105,16 +105,6 @@ pub fn changes(
         }
     });
     futures::stream::select_all(streams).boxed()
-}
-
-fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
 }
 
 fn scoped<K>(
