@@ -11,7 +11,11 @@ fn main() -> ExitCode {
     // choice can make rustls panic at the first TLS use (rustls/rustls#2070).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse_args();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // One thread runs every task: wave waits on the apiserver, not its CPU, and glibc gives each thread
+    // that allocates an arena of its own, which keeps what the start-up lists freed. At 1,000 workloads
+    // a multi-thread runtime held 40 MiB and this one 31; 5,000 were checked as fast (29.6 s, 29.5 s).
+    // docs/benchmarks.md, "The allocator, chosen on evidence".
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("wave: cannot start the async runtime: {e}");
