@@ -371,8 +371,9 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
 
-    /// Reconciles running at once.
-    #[arg(long, env = "WAVE_CONCURRENCY", default_value_t = 8)]
+    /// Reconciles running at once. A config object used by many workloads wakes them all, and their
+    /// writes go out this many at a time; an idle worker costs nothing (docs/benchmarks.md, S3).
+    #[arg(long, env = "WAVE_CONCURRENCY", default_value_t = 64)]
     pub concurrency: usize,
 
     /// Serve the mutating admission webhook: the hash at creation, and pods held by a scheduling gate
