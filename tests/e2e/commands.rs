@@ -425,6 +425,7 @@ async fn impact_works_for_a_user_with_only_a_namespaces_role_and_lists_cluster_w
          subjects: [{{kind: User, name: {user}}}]\n"
     );
     kubectl_apply(&ns, &role);
+    wait_authorized(&ns, &user, "list", "deployments.apps").await;
     let kubeconfig = cluster().kubeconfig();
     let as_reader = |extra: &[&str]| {
         let mut args = vec!["impact", "configmap/cfg", "-n", &ns, "--as", &user];

@@ -460,6 +460,19 @@ pub fn pipe(mut cmd: Command, input: &str) -> std::process::Output {
 }
 
 /// `kubectl <args>` as cluster-admin with `input` on stdin: whether it succeeded, and what it printed.
+/// Waits until the apiserver's RBAC authorizer allows `user` to `verb` `resource` in `ns`.
+/// NOTE: the authorizer reads Roles and RoleBindings from an informer cache, so a request made
+/// right after `kubectl apply` of them can still be refused for a moment
+/// (how the authorizer reads them: https://github.com/kubernetes/kubernetes/issues/121635).
+pub async fn wait_authorized(ns: &str, user: &str, verb: &str, resource: &str) {
+    let what = format!("RBAC to let {user} {verb} {resource} in {ns}");
+    wait_for(&what, TIMEOUT, || async {
+        let (allowed, _) = kubectl_stdin(&["auth", "can-i", verb, resource, "-n", ns, "--as", user], "");
+        allowed.then_some(())
+    })
+    .await;
+}
+
 pub fn kubectl_stdin(args: &[&str], input: &str) -> (bool, String) {
     let mut c = cluster().kubectl();
     c.args(args);
