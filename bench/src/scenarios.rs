@@ -45,6 +45,8 @@ const APISERVER_DOWN: Duration = Duration::from_secs(20);
 const DEFAULTS_REFILL: Duration = Duration::from_secs(100);
 /// After S8: the controller has written what S8 held back once no template changed for this long.
 const PENDING_QUIET: Duration = Duration::from_secs(15);
+/// Under `--smoke`, the quiet period that stands for `DEFAULTS_REFILL` and `PENDING_QUIET`.
+const SMOKE_QUIET: Duration = Duration::from_secs(5);
 /// S2: steady RSS is the median of the samples in this last part of the idle window (at most).
 const STEADY_WINDOW: Duration = Duration::from_secs(120);
 /// How long the Deployment controller may take per Deployment to finish rollouts, past 5 minutes: at
@@ -328,57 +330,32 @@ async fn run_on(
     }
 
     if defaults_pass {
-        let at_defaults = profile.at_defaults();
-        running = Running::start(&at_defaults, kubeconfig, log)
-            .map_err(|e| format!("restarting at defaults: {e}"))?;
-        probe_ready(client, &mut changes, &mut running, args).await?;
-        wait_settled(client, None, args).await?;
-        // Timing starts with a full write limiter: a restarted controller may first write what the
-        // scenarios before left pending (S8's held-back Deployments, S7's settling rollout), and those
-        // writes spend the burst. No template change for the time the shipped burst takes to refill.
-        let refill = if args.smoke {
-            Duration::from_secs(5)
-        } else {
-            DEFAULTS_REFILL
-        };
-        changes.drain();
-        if !changes.quiet(refill, args.limit(Duration::from_secs(900))).await {
-            return Err(format!(
-                "the controller at its defaults kept writing: no {refill:?} without a template change"
-            ));
-        }
+        // Timing starts with a full write limiter: the restarted controller first writes what the
+        // scenarios before left pending, and those writes spend the burst.
+        running = start_and_write_pending(
+            &session,
+            &mut changes,
+            &profile.at_defaults(),
+            DEFAULTS_REFILL,
+            args,
+        )
+        .await
+        .map_err(|e| format!("restarting at its defaults: {e}"))?;
         let spread = spread_and_fan_out(args, client, &mut changes, &cost, "d").await?;
         r.defaults = Some(DefaultsPass {
             s1: spread.s1,
             s3: spread.s3,
         });
-        wait_settled(client, None, args).await?;
-        running.stop();
     } else {
-        // S5 is a restart with nothing changed, so what S8 held back (the Deployments its pacing never
-        // reached, written once the controller runs without pacing) is written first, as the defaults
-        // pass above does at its start. Without this, S5 counted S8's 95 held-back writes in the rounds
-        // that run no defaults pass.
-        running =
-            Running::start(profile, kubeconfig, log).map_err(|e| format!("restarting after S8: {e}"))?;
-        probe_ready(client, &mut changes, &mut running, args).await?;
-        let pending_quiet = if args.smoke {
-            Duration::from_secs(3)
-        } else {
-            PENDING_QUIET
-        };
-        changes.drain();
-        if !changes
-            .quiet(pending_quiet, args.limit(Duration::from_secs(600)))
+        // S5 is a restart with nothing changed, so what is pending is written first, as the defaults
+        // pass does at its start. Without this, S5 counted S8's 95 held-back writes in the rounds that
+        // run no defaults pass.
+        running = start_and_write_pending(&session, &mut changes, profile, PENDING_QUIET, args)
             .await
-        {
-            return Err(format!(
-                "the controller kept writing after S8: no {pending_quiet:?} without a template change"
-            ));
-        }
-        wait_settled(client, None, args).await?;
-        running.stop();
+            .map_err(|e| format!("restarting after S8: {e}"))?;
     }
+    wait_settled(client, None, args).await?;
+    running.stop();
 
     // S2 per payload size, with S5 (restart with nothing changed) and S4 idle on the first.
     for (i, &kib) in args.payload_kib.iter().enumerate() {
@@ -419,6 +396,30 @@ async fn run_on(
     );
     running.stop();
     Ok(r)
+}
+
+/// Starts the controller as `profile` says and lets it write what the scenarios before left pending
+/// (S8's held-back Deployments, which it writes once it runs without pacing, and S7's settling
+/// rollout): returns once no template has changed for `quiet` (`SMOKE_QUIET` under `--smoke`).
+async fn start_and_write_pending(
+    session: &Session,
+    changes: &mut TemplateChanges,
+    profile: &Profile,
+    quiet: Duration,
+    args: &Args,
+) -> Result<Running, Error> {
+    let mut running =
+        Running::start(profile, &session.kubeconfig, &session.log).map_err(|e| format!("starting: {e}"))?;
+    probe_ready(&session.client, changes, &mut running, args).await?;
+    wait_settled(&session.client, None, args).await?;
+    let quiet = if args.smoke { SMOKE_QUIET } else { quiet };
+    changes.drain();
+    if !changes.quiet(quiet, args.limit(Duration::from_secs(900))).await {
+        return Err(format!(
+            "the controller kept writing: no {quiet:?} without a template change"
+        ));
+    }
+    Ok(running)
 }
 
 /// What a run of one controller on one control plane needs: the admin client, and the controller's own
