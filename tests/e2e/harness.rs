@@ -459,11 +459,10 @@ pub fn pipe(mut cmd: Command, input: &str) -> std::process::Output {
     child.wait_with_output().expect("wait")
 }
 
-/// `kubectl <args>` as cluster-admin with `input` on stdin: whether it succeeded, and what it printed.
 /// Waits until the apiserver's RBAC authorizer allows `user` to `verb` `resource` in `ns`.
 /// NOTE: the authorizer reads Roles and RoleBindings from an informer cache, so a request made
 /// right after `kubectl apply` of them can still be refused for a moment
-/// (how the authorizer reads them: https://github.com/kubernetes/kubernetes/issues/121635).
+/// (the authorizer runs from a watch-fed cache: https://github.com/kubernetes/kubernetes/pull/34047).
 pub async fn wait_authorized(ns: &str, user: &str, verb: &str, resource: &str) {
     let what = format!("RBAC to let {user} {verb} {resource} in {ns}");
     wait_for(&what, TIMEOUT, || async {
@@ -473,6 +472,7 @@ pub async fn wait_authorized(ns: &str, user: &str, verb: &str, resource: &str) {
     .await;
 }
 
+/// `kubectl <args>` as cluster-admin with `input` on stdin: whether it succeeded, and what it printed.
 pub fn kubectl_stdin(args: &[&str], input: &str) -> (bool, String) {
     let mut c = cluster().kubectl();
     c.args(args);
