@@ -7,6 +7,7 @@
 //! ─► S1 (raw samples) ─► S3 ─► settled ─► S6 ─► S7 ─► restart with pacing: S8
 //! ─► defaults pass: S1 + S3 at shipped settings (or, without it: restart, S8's held-back rollouts written)
 //! ─► per payload size: unreferenced Secrets, restart, S5, idle window (RSS each second): S2, S4 idle
+//!    (both read over the window's last 2 minutes)
 //! ─► unreferenced Secrets deleted, restart: S11 (apiserver killed for 20 s, each trial), last
 //! ```
 
@@ -18,7 +19,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodTemplateSpec, Secret};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
@@ -47,7 +48,8 @@ const DEFAULTS_REFILL: Duration = Duration::from_secs(100);
 const PENDING_QUIET: Duration = Duration::from_secs(15);
 /// Under `--smoke`, the quiet period that stands for `DEFAULTS_REFILL` and `PENDING_QUIET`.
 const SMOKE_QUIET: Duration = Duration::from_secs(5);
-/// S2: steady RSS is the median of the samples in this last part of the idle window (at most).
+/// S2 and S4: steady RSS is the median of the samples in this last part of the idle window (at most),
+/// and the idle request rate is counted over it.
 const STEADY_WINDOW: Duration = Duration::from_secs(120);
 /// How long the Deployment controller may take per Deployment to finish rollouts, past 5 minutes: at
 /// 20,000 Deployments it finished about 64 rollouts a second and was 773 behind after 300 s; 50 ms
@@ -377,8 +379,15 @@ async fn run_on(
                 workload_writes: audit::workload_writes(&cost(restarted, idle_to)),
                 ready_ms: ready_at.saturating_duration_since(t0).as_secs_f64() * 1000.0,
             };
-            r.s4.idle = cost(idle_from, idle_to);
-            r.s4.idle_requests_per_minute = audit::total(&r.s4.idle) as f64 * 60.0 / args.idle_seconds as f64;
+            // S4's idle rate is read over the window's steady part, as S2's steady RSS is: the window
+            // starts at readiness, and a controller may still be finishing its start-up then (wave's
+            // reads of the restart's 10,000 Secrets fell inside the window in two of three rounds).
+            let steady = steady_seconds(args.idle_seconds);
+            let steady_from = idle_to
+                .checked_sub(SignedDuration::from_secs(steady as i64))
+                .map_or(idle_from, |at| at.max(idle_from));
+            r.s4.idle = cost(steady_from, idle_to);
+            r.s4.idle_requests_per_minute = audit::total(&r.s4.idle) as f64 * 60.0 / steady as f64;
         }
         running.stop();
     }
@@ -471,9 +480,7 @@ pub(crate) async fn idle_window(
     let cpu1 = controller::cpu_seconds(pid).unwrap_or_default();
     let (_, hwm) = controller::rss(pid).ok_or("the controller exited")?;
     let heap = profile.go_metrics_port.and_then(controller::go_heap);
-    let window = (STEADY_WINDOW.as_secs() as usize)
-        .min(samples.len().div_ceil(2))
-        .max(1);
+    let window = steady_seconds(args.idle_seconds) as usize;
     Ok(Memory {
         payload_kib: kib,
         unreferenced_secrets: args.unreferenced,
@@ -484,6 +491,12 @@ pub(crate) async fn idle_window(
         go_heap_inuse_mib: heap.map(|(inuse, _)| mib(inuse)),
         go_heap_alloc_mib: heap.map(|(_, alloc)| mib(alloc)),
     })
+}
+
+/// The steady part of an idle window of `idle_seconds`, in seconds: its last `STEADY_WINDOW`, or its
+/// second half when that is shorter.
+fn steady_seconds(idle_seconds: u64) -> u64 {
+    STEADY_WINDOW.as_secs().min(idle_seconds.div_ceil(2)).max(1)
 }
 
 /// The median of `values` (the mean of the middle two for an even count); NaN when empty.
