@@ -14,6 +14,17 @@ use crate::chaos::ChaosResult;
 use crate::controller::{self, Profile};
 use crate::scenarios::{ControllerResult, median};
 
+/// The sizes that say what one run did besides its rounds, not how a round measures: how many rounds,
+/// whether its first round had the defaults pass, and S9 (which runs once, after the rounds). Results
+/// files that differ only in these may be combined.
+const PER_RUN_SIZES: [&str; 5] = [
+    "repeat",
+    "defaults_pass",
+    "chaos_seconds",
+    "chaos_workloads",
+    "chaos_fault_every",
+];
+
 /// Every round of every controller.
 pub struct Report {
     commit: String,
@@ -237,8 +248,10 @@ impl Report {
     /// `--combine`: one report from the rounds of several dated results files, so that a full run
     /// (three rounds of three controllers, over five hours) can be made a controller or a round at a
     /// time and still be read as one. The files must agree on what was measured and how: the same
-    /// sizes (rounds aside), machine, Kubernetes, kwok and toolchains; and each controller's rounds
-    /// must all come from one binary (its SHA-256), so that no median mixes two builds.
+    /// sizes (the `PER_RUN_SIZES` aside), machine, Kubernetes, kwok and toolchains; and each
+    /// controller's rounds must all come from one binary (its SHA-256), so that no median mixes two
+    /// builds. A full run holds one defaults pass per controller and one S9, so the combined report
+    /// has the defaults pass if any file has it, and the chaos sizes of the file that holds S9.
     pub fn combine(paths: &[PathBuf]) -> Result<Report, String> {
         let mut first: Option<(String, Value)> = None;
         let mut results: Vec<(&'static str, Vec<ControllerResult>)> = Vec::new();
@@ -248,6 +261,8 @@ impl Report {
         let mut sources = Vec::new();
         let mut commits: Vec<String> = Vec::new();
         let mut date = String::new();
+        let mut defaults_pass = false;
+        let mut chaos_sizes = serde_json::Map::new();
         for path in paths {
             let file = path.display().to_string();
             let text = std::fs::read_to_string(path).map_err(|e| format!("{file}: {e}"))?;
@@ -255,7 +270,7 @@ impl Report {
             let same = |key: &str, v: &Value| {
                 let mut v = v.pointer(key).cloned().unwrap_or(Value::Null);
                 if let Some(sizes) = v.as_object_mut() {
-                    sizes.remove("repeat");
+                    sizes.retain(|k, _| !PER_RUN_SIZES.contains(&k.as_str()));
                 }
                 v
             };
@@ -321,7 +336,11 @@ impl Report {
                 }
                 chaos =
                     Some(serde_json::from_value(v["S9"].clone()).map_err(|e| format!("{file}: S9: {e}"))?);
+                for key in ["chaos_seconds", "chaos_workloads", "chaos_fault_every"] {
+                    chaos_sizes.insert(key.to_string(), v["sizes"][key].clone());
+                }
             }
+            defaults_pass |= v["sizes"]["defaults_pass"].as_bool().unwrap_or(false);
             let commit = v["commit"].as_str().unwrap_or("unknown").to_string();
             let file_date = v["date"].as_str().unwrap_or_default().to_string();
             date = date.max(file_date.clone());
@@ -339,6 +358,10 @@ impl Report {
         fixed_limits.sort_by_key(order);
         let mut sizes = first["sizes"].clone();
         sizes["repeat"] = json!(results.iter().map(|(_, r)| r.len()).max().unwrap_or(0));
+        sizes["defaults_pass"] = json!(defaults_pass);
+        for key in ["chaos_seconds", "chaos_workloads", "chaos_fault_every"] {
+            sizes[key] = chaos_sizes.get(key).cloned().unwrap_or(json!(0));
+        }
         let mut versions = first["versions"].clone();
         versions["controllers"] = Value::Object(binaries);
         Ok(Report {
@@ -914,16 +937,22 @@ mod tests {
     #[test]
     fn combining_results_files_pools_each_controllers_rounds_wave_first() {
         let dir = scratch("combine");
-        let sizes = |repeat: u32| json!({"deployments": 10, "repeat": repeat});
+        let sizes = |repeat: u32, defaults_pass: bool| json!({"deployments": 10, "repeat": repeat, "defaults_pass": defaults_pass, "chaos_seconds": 0});
         let files = [
-            results_file(&dir, "a.json", "reloader", "r1", sizes(1)),
-            results_file(&dir, "b.json", "wave", "w1", sizes(2)),
-            results_file(&dir, "c.json", "wave", "w1", sizes(1)),
+            results_file(&dir, "a.json", "reloader", "r1", sizes(1, true)),
+            results_file(&dir, "b.json", "wave", "w1", sizes(2, false)),
+            results_file(&dir, "c.json", "wave", "w1", sizes(1, false)),
         ];
         let report = Report::combine(&files).unwrap();
         let rounds: Vec<(&str, usize)> = report.results.iter().map(|(n, r)| (*n, r.len())).collect();
         assert_eq!(rounds, [("wave", 2), ("reloader", 1)]);
         assert_eq!(report.sizes["repeat"], 2);
+        assert_eq!(
+            report.sizes["defaults_pass"], true,
+            "a run whose first round had the defaults pass joins runs without it, as in one full run"
+        );
+        assert_eq!(report.sizes["deployments"], 10);
+        assert_eq!(report.sizes["chaos_seconds"], 0, "no file held an S9");
         assert_eq!(report.sources.len(), 3);
         assert!(
             report.results[0].1[0].s1.p99_ms.is_nan(),
