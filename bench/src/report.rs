@@ -20,10 +20,13 @@ use crate::scenarios::{ControllerResult, median};
 const PER_RUN_SIZES: [&str; 5] = [
     "repeat",
     "defaults_pass",
-    "chaos_seconds",
-    "chaos_workloads",
-    "chaos_fault_every",
+    CHAOS_SIZES[0],
+    CHAOS_SIZES[1],
+    CHAOS_SIZES[2],
 ];
+
+/// S9's sizes: a combined report takes them from the one file that holds S9.
+const CHAOS_SIZES: [&str; 3] = ["chaos_seconds", "chaos_workloads", "chaos_fault_every"];
 
 /// Every round of every controller.
 pub struct Report {
@@ -336,7 +339,7 @@ impl Report {
                 }
                 chaos =
                     Some(serde_json::from_value(v["S9"].clone()).map_err(|e| format!("{file}: S9: {e}"))?);
-                for key in ["chaos_seconds", "chaos_workloads", "chaos_fault_every"] {
+                for key in CHAOS_SIZES {
                     chaos_sizes.insert(key.to_string(), v["sizes"][key].clone());
                 }
             }
@@ -359,7 +362,7 @@ impl Report {
         let mut sizes = first["sizes"].clone();
         sizes["repeat"] = json!(results.iter().map(|(_, r)| r.len()).max().unwrap_or(0));
         sizes["defaults_pass"] = json!(defaults_pass);
-        for key in ["chaos_seconds", "chaos_workloads", "chaos_fault_every"] {
+        for key in CHAOS_SIZES {
             sizes[key] = chaos_sizes.get(key).cloned().unwrap_or(json!(0));
         }
         let mut versions = first["versions"].clone();
