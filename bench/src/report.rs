@@ -14,19 +14,15 @@ use crate::chaos::ChaosResult;
 use crate::controller::{self, Profile};
 use crate::scenarios::{ControllerResult, median};
 
-/// The sizes that say what one run did besides its rounds, not how a round measures: how many rounds,
-/// whether its first round had the defaults pass, and S9 (which runs once, after the rounds). Results
-/// files that differ only in these may be combined.
-const PER_RUN_SIZES: [&str; 5] = [
-    "repeat",
-    "defaults_pass",
-    CHAOS_SIZES[0],
-    CHAOS_SIZES[1],
-    CHAOS_SIZES[2],
-];
-
 /// S9's sizes: a combined report takes them from the one file that holds S9.
 const CHAOS_SIZES: [&str; 3] = ["chaos_seconds", "chaos_workloads", "chaos_fault_every"];
+
+/// Whether a size says what one run did besides its rounds, not how a round measures: how many rounds,
+/// whether its first round had the defaults pass, and S9 (which runs once, after the rounds). Results
+/// files that differ only in these may be combined.
+fn is_per_run_size(key: &str) -> bool {
+    matches!(key, "repeat" | "defaults_pass") || CHAOS_SIZES.contains(&key)
+}
 
 /// Every round of every controller.
 pub struct Report {
@@ -251,7 +247,7 @@ impl Report {
     /// `--combine`: one report from the rounds of several dated results files, so that a full run
     /// (three rounds of three controllers, over five hours) can be made a controller or a round at a
     /// time and still be read as one. The files must agree on what was measured and how: the same
-    /// sizes (the `PER_RUN_SIZES` aside), machine, Kubernetes, kwok and toolchains; and each
+    /// sizes (those of `is_per_run_size` aside), machine, Kubernetes, kwok and toolchains; and each
     /// controller's rounds must all come from one binary (its SHA-256), so that no median mixes two
     /// builds. A full run holds one defaults pass per controller and one S9, so the combined report
     /// has the defaults pass if any file has it, and the chaos sizes of the file that holds S9.
@@ -265,7 +261,7 @@ impl Report {
         let mut commits: Vec<String> = Vec::new();
         let mut date = String::new();
         let mut defaults_pass = false;
-        let mut chaos_sizes = serde_json::Map::new();
+        let mut chaos_run_sizes: Option<Value> = None;
         for path in paths {
             let file = path.display().to_string();
             let text = std::fs::read_to_string(path).map_err(|e| format!("{file}: {e}"))?;
@@ -273,7 +269,7 @@ impl Report {
             let same = |key: &str, v: &Value| {
                 let mut v = v.pointer(key).cloned().unwrap_or(Value::Null);
                 if let Some(sizes) = v.as_object_mut() {
-                    sizes.retain(|k, _| !PER_RUN_SIZES.contains(&k.as_str()));
+                    sizes.retain(|k, _| !is_per_run_size(k));
                 }
                 v
             };
@@ -339,9 +335,7 @@ impl Report {
                 }
                 chaos =
                     Some(serde_json::from_value(v["S9"].clone()).map_err(|e| format!("{file}: S9: {e}"))?);
-                for key in CHAOS_SIZES {
-                    chaos_sizes.insert(key.to_string(), v["sizes"][key].clone());
-                }
+                chaos_run_sizes = Some(v["sizes"].clone());
             }
             defaults_pass |= v["sizes"]["defaults_pass"].as_bool().unwrap_or(false);
             let commit = v["commit"].as_str().unwrap_or("unknown").to_string();
@@ -363,7 +357,7 @@ impl Report {
         sizes["repeat"] = json!(results.iter().map(|(_, r)| r.len()).max().unwrap_or(0));
         sizes["defaults_pass"] = json!(defaults_pass);
         for key in CHAOS_SIZES {
-            sizes[key] = chaos_sizes.get(key).cloned().unwrap_or(json!(0));
+            sizes[key] = chaos_run_sizes.as_ref().map_or(json!(0), |s| s[key].clone());
         }
         let mut versions = first["versions"].clone();
         versions["controllers"] = Value::Object(binaries);
