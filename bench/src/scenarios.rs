@@ -113,7 +113,8 @@ pub struct LatencySample {
 pub struct Memory {
     pub payload_kib: usize,
     pub unreferenced_secrets: usize,
-    /// `VmHWM` at the end of the idle window: the peak since the controller started.
+    /// The peak since the controller started: `VmHWM` at the end of the idle window, or the highest
+    /// sample if that is higher ([`peak_mib`]).
     #[serde(deserialize_with = "nan_if_null")]
     pub peak_rss_mib: f64,
     /// The median of the per-second samples in the last 2 minutes of the idle window.
@@ -484,7 +485,7 @@ pub(crate) async fn idle_window(
     Ok(Memory {
         payload_kib: kib,
         unreferenced_secrets: args.unreferenced,
-        peak_rss_mib: mib(hwm),
+        peak_rss_mib: peak_mib(mib(hwm), &samples),
         steady_rss_mib: median(&samples[samples.len().saturating_sub(window)..]),
         idle_cpu_seconds: cpu1 - cpu0,
         rss_samples_mib: samples,
@@ -500,6 +501,13 @@ fn steady_seconds(idle_seconds: u64) -> u64 {
 }
 
 /// The median of `values` (the mean of the middle two for an even count); NaN when empty.
+/// The peak RSS: `VmHWM`, but never below a `VmRSS` sample. The kernel folds each thread's cached RSS
+/// count into the process's lazily and raises the high-water mark only at certain points, so `VmHWM` can
+/// trail the current `VmRSS` by a little (a Go peer's round read 548.0 against a 548.2 MiB sample).
+pub fn peak_mib(hwm_mib: f64, samples_mib: &[f64]) -> f64 {
+    samples_mib.iter().copied().fold(hwm_mib, f64::max)
+}
+
 pub fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
@@ -1394,6 +1402,13 @@ impl TemplateChanges {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peak_rss_is_never_below_a_sample_even_when_the_high_water_mark_trails() {
+        assert_eq!(peak_mib(548.0, &[547.9, 548.2, 548.1]), 548.2);
+        assert_eq!(peak_mib(600.0, &[547.9, 548.2]), 600.0);
+        assert_eq!(peak_mib(34.0, &[]), 34.0);
+    }
 
     #[test]
     fn percentiles_leave_missed_updates_out_and_count_them() {
