@@ -188,14 +188,22 @@ impl Drop for Running {
 
 /// Resident memory now and at its peak, in bytes (`VmRSS`, `VmHWM`).
 pub fn rss(pid: u32) -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    rss_of_status(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?)
+}
+
+/// `VmRSS` and `VmHWM` of a `/proc/PID/status` text, the peak never below the current figure: the
+/// kernel folds each thread's cached RSS count into the process's lazily and raises the high-water mark
+/// only at certain points, so `VmHWM` can trail `VmRSS` by a little (a Go peer's round read 548.0
+/// against 548.2 MiB).
+fn rss_of_status(status: &str) -> Option<(u64, u64)> {
     let kib = |key: &str| {
         status
             .lines()
             .find_map(|l| l.strip_prefix(key))
             .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
     };
-    Some((kib("VmRSS:")? * 1024, kib("VmHWM:")? * 1024))
+    let rss = kib("VmRSS:")? * 1024;
+    Some((rss, (kib("VmHWM:")? * 1024).max(rss)))
 }
 
 /// User plus system CPU time so far, in seconds.
@@ -241,4 +249,23 @@ pub fn sha256_file(path: &Path) -> std::io::Result<String> {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(std::fs::read(path)?);
     Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_high_water_mark_that_trails_the_current_rss_reads_as_the_current_rss() {
+        let status = |hwm: u64| format!("Name:\treloader\nVmHWM:\t {hwm} kB\nVmRSS:\t  561357 kB\n");
+        assert_eq!(
+            rss_of_status(&status(561152)),
+            Some((561357 * 1024, 561357 * 1024))
+        );
+        assert_eq!(
+            rss_of_status(&status(600000)),
+            Some((561357 * 1024, 600000 * 1024))
+        );
+        assert_eq!(rss_of_status("Name:\twave\n"), None);
+    }
 }

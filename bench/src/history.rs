@@ -146,7 +146,7 @@ async fn run_on(
         requests_total: audit::total(&requests),
         requests,
         requests_per_update: spread.per_change_requests,
-        peak_rss_mib: scenarios::peak_mib(mib(hwm), &[mib(rss)]),
+        peak_rss_mib: mib(hwm),
         steady_rss_mib: mib(rss),
         snapshot_config_maps: cms,
         snapshot_secrets: secrets,

@@ -500,9 +500,8 @@ fn steady_seconds(idle_seconds: u64) -> u64 {
     STEADY_WINDOW.as_secs().min(idle_seconds.div_ceil(2)).max(1)
 }
 
-/// The peak RSS: `VmHWM`, but never below a `VmRSS` sample. The kernel folds each thread's cached RSS
-/// count into the process's lazily and raises the high-water mark only at certain points, so `VmHWM` can
-/// trail the current `VmRSS` by a little (a Go peer's round read 548.0 against a 548.2 MiB sample).
+/// The peak RSS: `VmHWM` at the end, but never below an earlier `VmRSS` sample, since the kernel raises
+/// the high-water mark lazily (see [`controller::rss`]).
 pub fn peak_mib(hwm_mib: f64, samples_mib: &[f64]) -> f64 {
     samples_mib.iter().copied().fold(hwm_mib, f64::max)
 }
