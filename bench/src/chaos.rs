@@ -155,7 +155,9 @@ impl Replica {
     }
 }
 
-/// Runs S9 on a control plane of its own.
+/// Runs S9 on a control plane of its own. When it fails, the error names the seed that repeats it
+/// (`--chaos-seed`), and the control plane's and the replicas' logs are kept (`hack/testenv down`
+/// removes the cluster's directory).
 pub async fn run(args: &Args) -> Result<ChaosResult, String> {
     let dir = std::env::temp_dir().join(format!("wave-bench-{}-chaos", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -163,15 +165,41 @@ pub async fn run(args: &Args) -> Result<ChaosResult, String> {
         dir.clone(),
         &["--audit", "--nodes", "1", "--apiserver-arg=--watch-cache=false"],
     );
-    let result = run_on(args, &cluster).await;
+    let seed = args.chaos_seed.unwrap_or_else(clock_seed);
+    eprintln!("  S9 seed {seed}");
+    let result = run_on(args, &cluster, seed).await.map_err(|e| {
+        let kept = dir.with_file_name(format!("wave-bench-{}-chaos-logs", std::process::id()));
+        let logs = match copy_logs(&dir.join("logs"), &kept) {
+            Ok(()) => format!("the control plane's logs are kept in {}", kept.display()),
+            Err(err) => format!("keeping the control plane's logs failed: {err}"),
+        };
+        format!("{e}\n  ({logs}; --chaos-seed {seed} repeats this run's faults and changes)")
+    });
     cluster.stop();
-    if result.is_ok() {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
     result
 }
 
-async fn run_on(args: &Args, cluster: &testenv::Cluster) -> Result<ChaosResult, String> {
+/// A non-zero seed from the clock.
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1
+}
+
+/// Copies the files of `from` (one level: `logs/` holds one file per component) into `to`.
+fn copy_logs(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
+}
+
+async fn run_on(args: &Args, cluster: &testenv::Cluster, seed: u64) -> Result<ChaosResult, String> {
     let client = cluster.client().await;
     let configs = (args.chaos_workloads / 10).max(1);
     populate(&client, args.chaos_workloads, configs).await?;
@@ -195,12 +223,7 @@ async fn run_on(args: &Args, cluster: &testenv::Cluster) -> Result<ChaosResult, 
         ));
     }
 
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        | 1;
-    eprintln!("  S9 seed {seed}");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let end = Instant::now() + Duration::from_secs(args.chaos_seconds);
     let mut next_fault = Instant::now() + Duration::from_secs(args.chaos_fault_every);

@@ -148,6 +148,10 @@ pub struct Args {
     /// Run only S9 (with `--out` elsewhere, so the published results stay whole).
     #[arg(long)]
     pub chaos_only: bool,
+    /// S9: the seed of the faults and changes, to repeat a run (each run prints its own); a new one
+    /// from the clock when not given.
+    #[arg(long)]
+    pub chaos_seed: Option<u64>,
     /// Tiny sizes, for `make bench-smoke`: checks that every controller given produces every figure.
     #[arg(long)]
     pub smoke: bool,

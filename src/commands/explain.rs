@@ -90,7 +90,7 @@ pub(crate) async fn assess(
     );
     let mut fetched = Fetched::new();
     for key in refs.keys() {
-        let found = api::fetch_content(client, &key)
+        let found = api::fetch_content(client, &key, None)
             .await
             .map_err(cluster_error(format!("reading {key}")))?;
         if let Some((_, content)) = found {

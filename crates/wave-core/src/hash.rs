@@ -30,7 +30,10 @@ use crate::names;
 /// `data` (UTF-8 bytes) overlaid with its `binaryData`, or a Secret's `data`. Nothing else is kept.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Content {
-    values: BTreeMap<String, Vec<u8>>,
+    /// Sorted by key. A sorted boxed slice, not a `BTreeMap`: a map allocates a node of eleven slots
+    /// (about 540 bytes) even for the one key most objects have, and the content cache keeps one per
+    /// referenced object (`docs/benchmarks.md`, "Where wave's memory goes").
+    values: Box<[Value]>,
     /// The object says `wave.pusher.com/ignore: "true"`: it leaves every hash (as if absent) but still
     /// satisfies a required reference (`docs/behaviour.md`, "Scoping").
     pub ignored: bool,
@@ -42,11 +45,14 @@ pub struct Content {
     pub reloader_ignored: bool,
 }
 
+/// One key of a [`Content`] and its value.
+type Value = (Box<str>, Box<[u8]>);
+
 // Values may be Secret data: never print them.
 impl fmt::Debug for Content {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Content")
-            .field("keys", &self.values.keys().collect::<Vec<_>>())
+            .field("keys", &self.keys().collect::<Vec<_>>())
             .field("ignored", &self.ignored)
             .field("binary_keys", &self.binary_keys)
             .field("reloader_ignored", &self.reloader_ignored)
@@ -58,7 +64,7 @@ impl Content {
     /// Content from explicit values.
     pub fn new(values: BTreeMap<String, Vec<u8>>) -> Self {
         Self {
-            values,
+            values: sorted(values),
             ..Self::default()
         }
     }
@@ -67,8 +73,8 @@ impl Content {
     /// in a rollout marker (`pace`). Keyed like the config hash, so it reveals no more than that does.
     pub fn digest(&self, hashing: &Hashing) -> String {
         let mut bytes = Vec::new();
-        for (key, value) in &self.values {
-            for part in [key.as_bytes(), value.as_slice()] {
+        for (key, value) in self.values() {
+            for part in [key.as_bytes(), value] {
                 bytes.extend_from_slice(&(part.len() as u64).to_be_bytes());
                 bytes.extend_from_slice(part);
             }
@@ -90,7 +96,7 @@ impl Content {
             binary_keys.insert(k.clone());
         }
         Self {
-            values,
+            values: sorted(values),
             ignored: is_ignored(&cm.metadata),
             binary_keys,
             reloader_ignored: is_reloader_ignored(&cm.metadata),
@@ -109,7 +115,7 @@ impl Content {
             values.insert(k.clone(), v.as_bytes().to_vec());
         }
         Self {
-            values,
+            values: sorted(values),
             ignored: is_ignored(&secret.metadata),
             binary_keys: BTreeSet::new(),
             reloader_ignored: is_reloader_ignored(&secret.metadata),
@@ -118,18 +124,34 @@ impl Content {
 
     /// Whether `key` is present.
     pub fn contains(&self, key: &str) -> bool {
-        self.values.contains_key(key)
+        self.value(key).is_some()
+    }
+
+    /// The value of `key`. It may be Secret data: never print it.
+    pub fn value(&self, key: &str) -> Option<&[u8]> {
+        self.values
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.values[i].1)
     }
 
     /// Every key and its value, sorted by key. Values may be Secret data: never print them.
     pub fn values(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.values.iter().map(|(k, v)| (k.as_str(), v.as_slice()))
+        self.values.iter().map(|(k, v)| (&**k, &**v))
     }
 
     /// The key names, sorted.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.values.keys().map(String::as_str)
+        self.values.iter().map(|(k, _)| &**k)
     }
+}
+
+/// A map's entries as [`Content`] keeps them (the map's order is the key order).
+fn sorted(values: BTreeMap<String, Vec<u8>>) -> Box<[Value]> {
+    values
+        .into_iter()
+        .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_slice()))
+        .collect()
 }
 
 /// Whether a ConfigMap's or Secret's metadata says `wave.pusher.com/ignore: "true"`.
@@ -373,9 +395,9 @@ fn section(namespace: &str, kind: ConfigKind, refs: &References, fetched: &Fetch
     let mut out = Section::new();
     for (r, content, entry_name) in entries(namespace, kind, refs, fetched) {
         let entry = out.entry(entry_name).or_default();
-        for (k, v) in &content.values {
+        for (k, v) in content.values() {
             if r.keys.uses(k) {
-                entry.insert(k.clone(), STANDARD.encode(v));
+                entry.insert(k.to_string(), STANDARD.encode(v));
             }
         }
     }
@@ -694,7 +716,12 @@ mod tests {
         }))
         .unwrap();
         let c = Content::from_secret(&s);
-        assert_eq!(c.values["a"], b"2", "stringData wins, as the apiserver merges it");
-        assert_eq!(c.values["b"], b"3");
+        assert_eq!(
+            c.value("a"),
+            Some(&b"2"[..]),
+            "stringData wins, as the apiserver merges it"
+        );
+        assert_eq!(c.value("b"), Some(&b"3"[..]));
+        assert_eq!(c.value("c"), None);
     }
 }

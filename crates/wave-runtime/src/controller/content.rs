@@ -4,7 +4,8 @@
 //! resolve(refs) ─► for each referenced key, concurrently:
 //!                    tracker says absent           ─► absent (no request)
 //!                    cached at the tracker's version ─► cached content
-//!                    otherwise                      ─► one GET (consistent read), cache, use
+//!                    otherwise                      ─► one GET at least as new as the tracker's
+//!                                                       version (from the watch cache), cache, use
 //! resolve_live(refs) ─► one GET per referenced key, concurrently (the webhook, before it gates)
 //! warm (once, when every watch has listed) ─► the paginated LISTs Tracker::bulk_reads chooses (per
 //!                                             namespace, or cluster-wide, and kind); the referenced
@@ -79,7 +80,7 @@ impl ContentCache {
                 .map(|e| e.content.clone());
             let content = match cached {
                 Some(content) => Some(content),
-                None => self.fetch(&key, tracker).await?,
+                None => self.fetch(&key, Some(&version.resource_version), tracker).await?,
             };
             Ok((key, content))
         });
@@ -94,7 +95,7 @@ impl ContentCache {
         tracker: &RwLock<Tracker>,
     ) -> Result<Fetched, ReconcileError> {
         let lookups = refs.keys().into_iter().map(|key| async move {
-            let content = self.fetch(&key, tracker).await?;
+            let content = self.fetch(&key, None, tracker).await?;
             Ok((key, content))
         });
         Ok(collect(futures::future::try_join_all(lookups).await?))
@@ -128,9 +129,13 @@ impl ContentCache {
         }
     }
 
+    /// One GET: at least as new as `at`, the version the watch delivered (so that the apiserver can
+    /// answer from its watch cache), or a consistent read without it. If the read at a version fails (an
+    /// apiserver whose cache is behind answers 504 after 3 s), one consistent read follows.
     async fn fetch(
         &self,
         key: &ConfigKey,
+        at: Option<&str>,
         tracker: &RwLock<Tracker>,
     ) -> Result<Option<Arc<Content>>, ReconcileError> {
         self.metrics
@@ -139,13 +144,17 @@ impl ContentCache {
                 kind: key.kind.kind(),
             })
             .inc();
-        let Some((meta, content)) =
-            fetch_content(&self.client, key)
-                .await
-                .map_err(|source| ReconcileError::FetchConfig {
-                    key: key.clone(),
-                    source: Box::new(source),
-                })?
+        let read = match fetch_content(&self.client, key, at).await {
+            Err(e) if at.is_some() => {
+                tracing::debug!(config = %key, error = %describe(&e), "reading at the watched version failed; reading from etcd");
+                fetch_content(&self.client, key, None).await
+            }
+            read => read,
+        };
+        let Some((meta, content)) = read.map_err(|source| ReconcileError::FetchConfig {
+            key: key.clone(),
+            source: Box::new(source),
+        })?
         else {
             return Ok(None);
         };
