@@ -424,12 +424,22 @@ async fn a_webhook_whose_config_reads_hang_admits_unmodified_within_its_deadline
         serde_json::from_str::<Value>(&text).unwrap_or_else(|_| panic!("no AdmissionReview back: {text:?}"))
     };
 
-    // etcd frozen: every read of `cfg` hangs in the apiserver.
+    // etcd frozen: wave reads `cfg` at the version its watch delivered, which the apiserver answers from
+    // its watch cache without etcd (docs/behaviour.md, "When wave writes"), so the request is hashed.
     env.cluster.faults().pause("etcd");
+    let answer = tokio::task::spawn_blocking(call.clone()).await.expect("join");
+    env.cluster.faults().resume("etcd");
+    assert!(
+        !answer["response"]["patch"].is_null(),
+        "hashed from the watch cache while etcd is frozen: {answer}"
+    );
+
+    // The apiserver frozen: every read of `cfg` hangs.
+    env.cluster.faults().pause("kube-apiserver");
     let started = Instant::now();
     let answer = tokio::task::spawn_blocking(call.clone()).await.expect("join");
     let took = started.elapsed();
-    env.cluster.faults().resume("etcd");
+    env.cluster.faults().resume("kube-apiserver");
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
     assert!(
         answer["response"]["patch"].is_null(),
@@ -444,7 +454,7 @@ async fn a_webhook_whose_config_reads_hang_admits_unmodified_within_its_deadline
         1.0
     );
 
-    // With etcd back, the same request is hashed.
+    // With the apiserver back, the same request is hashed.
     let answer = tokio::task::spawn_blocking(call).await.expect("join");
     assert!(
         !answer["response"]["patch"].is_null(),
