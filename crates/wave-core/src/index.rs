@@ -30,19 +30,22 @@ impl RefIndex {
         if keys.is_empty() {
             return self.remove(workload);
         }
-        let old = self
-            .forward
-            .insert(workload.clone(), keys.iter().cloned().collect())
-            .unwrap_or_default();
+        // A set iterates in order, so the slice is sorted; the keys move into it rather than being cloned,
+        // since this runs on every workload event.
+        let keys: Box<[ConfigKey]> = keys.into_iter().collect();
+        let old = self.forward.remove(workload).unwrap_or_default();
         for key in keys.iter().filter(|k| old.binary_search(k).is_err()) {
             self.reverse
                 .entry(key.clone())
                 .or_default()
                 .insert(workload.clone());
         }
-        old.into_iter()
-            .filter(|k| !keys.contains(k) && self.unlink(k, workload))
-            .collect()
+        let orphans = old
+            .into_iter()
+            .filter(|k| keys.binary_search(k).is_err() && self.unlink(k, workload))
+            .collect();
+        self.forward.insert(workload.clone(), keys);
+        orphans
     }
 
     /// Forgets `workload`. Returns the keys nobody references any more.

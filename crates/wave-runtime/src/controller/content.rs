@@ -130,8 +130,9 @@ impl ContentCache {
     }
 
     /// One GET: at least as new as `at`, the version the watch delivered (so that the apiserver can
-    /// answer from its watch cache), or a consistent read without it. If the read at a version fails (an
-    /// apiserver whose cache is behind answers 504 after 3 s), one consistent read follows.
+    /// answer from its watch cache), or a consistent read without it. An apiserver whose cache is behind
+    /// `at` answers 504 after 3 s ("Too large resource version"); then one consistent read follows. Any
+    /// other error is the answer: a second read would fail alike and only double the requests.
     async fn fetch(
         &self,
         key: &ConfigKey,
@@ -145,8 +146,8 @@ impl ContentCache {
             })
             .inc();
         let read = match fetch_content(&self.client, key, at).await {
-            Err(e) if at.is_some() => {
-                tracing::debug!(config = %key, error = %describe(&e), "reading at the watched version failed; reading from etcd");
+            Err(kube::Error::Api(e)) if at.is_some() && e.code == 504 => {
+                tracing::debug!(config = %key, error = %e.message, "the watch cache is behind the watched version; reading from etcd");
                 fetch_content(&self.client, key, None).await
             }
             read => read,
