@@ -15,7 +15,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use wave_core::duration::parse_go_duration;
 use wave_core::ratelimit;
-use wave_core::refs::ConfigKind;
+use wave_core::refs::{ConfigKind, CrossNamespace};
 use wave_core::workload::WorkloadKind;
 use wave_runtime::config::{
     BindAddress, BuildInfo, CertificateSource, Config, LeaderElection, LogFormat, SecretName, WebhookConfig,
@@ -151,6 +151,10 @@ pub struct HashArgs {
     /// bytes), so that the hashes match the controller's.
     #[arg(long, value_name = "PATH")]
     pub hash_key_file: Option<std::path::PathBuf>,
+    /// Whether `extra-configmaps` / `extra-secrets` may name config in another namespace: `deny` leaves
+    /// such entries out of the hash, unread; `allow` hashes them as Wave does. Match `wave run`'s.
+    #[arg(long, env = "WAVE_CROSS_NAMESPACE_REFERENCES", default_value = "deny", value_parser = CrossNamespace::parse)]
+    pub cross_namespace_references: CrossNamespace,
     /// Output format (without --inject).
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
@@ -170,6 +174,10 @@ pub struct ExplainArgs {
     /// The `--hash-key-secret` wave runs with, so that the desired hash matches the controller's.
     #[arg(long, env = "WAVE_HASH_KEY_SECRET", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
     pub hash_key_secret: Option<SecretName>,
+    /// Whether `extra-configmaps` / `extra-secrets` may name config in another namespace: `deny` leaves
+    /// such entries out of the hash, unread; `allow` hashes them as Wave does. Match `wave run`'s.
+    #[arg(long, env = "WAVE_CROSS_NAMESPACE_REFERENCES", default_value = "deny", value_parser = CrossNamespace::parse)]
+    pub cross_namespace_references: CrossNamespace,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
@@ -193,6 +201,10 @@ pub struct ImpactArgs {
     /// object from another one); without it, only the object's namespace is listed.
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
+    /// Whether `extra-configmaps` / `extra-secrets` may name config in another namespace: `deny` leaves
+    /// such entries out of the hash, unread; `allow` hashes them as Wave does. Match `wave run`'s.
+    #[arg(long, env = "WAVE_CROSS_NAMESPACE_REFERENCES", default_value = "deny", value_parser = CrossNamespace::parse)]
+    pub cross_namespace_references: CrossNamespace,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
@@ -278,6 +290,10 @@ pub struct StatusArgs {
     /// The `--hash-key-secret` wave runs with, so that the desired hashes match the controller's.
     #[arg(long, value_parser = SecretName::parse)]
     pub hash_key_secret: Option<SecretName>,
+    /// Whether `extra-configmaps` / `extra-secrets` may name config in another namespace: `deny` leaves
+    /// such entries out of the hash, unread; `allow` hashes them as Wave does. Match `wave run`'s.
+    #[arg(long, env = "WAVE_CROSS_NAMESPACE_REFERENCES", default_value = "deny", value_parser = CrossNamespace::parse)]
+    pub cross_namespace_references: CrossNamespace,
     /// How to reach the cluster.
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -521,6 +537,12 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_HASH_KEY_SECRET", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
     pub hash_key_secret: Option<SecretName>,
 
+    /// Whether `extra-configmaps` / `extra-secrets` may name config in another namespace
+    /// (`namespace/name`): `deny` leaves such entries out of every hash, unread, with a Warning Event;
+    /// `allow` hashes them as Wave does (docs/security.md, "Cross-namespace references").
+    #[arg(long, env = "WAVE_CROSS_NAMESPACE_REFERENCES", default_value = "deny", value_parser = CrossNamespace::parse)]
+    pub cross_namespace_references: CrossNamespace,
+
     /// controller-runtime logging flags, accepted so Wave's arguments work; `--zap-encoder=json` selects
     /// JSON logs and `--zap-log-level` the level.
     #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
@@ -575,6 +597,7 @@ impl RunArgs {
             }),
             max_gate_duration: self.max_gate_duration,
             hash_key_secret: self.hash_key_secret.clone(),
+            cross_namespace: self.cross_namespace_references,
             min_rollout_interval: self.min_rollout_interval,
             flap: wave_core::flap::FlapPolicy {
                 threshold: self.flap_threshold,

@@ -26,6 +26,7 @@ use serde::Serialize;
 use serde_json::json;
 use wave_core::hash::{self, Content, Fetched, Hashing};
 use wave_core::kind::WorkloadKind;
+use wave_core::refs::CrossNamespace;
 use wave_core::workload::Workload;
 
 use crate::Args;
@@ -401,7 +402,7 @@ async fn stale(client: &Client) -> Result<Vec<String>, String> {
         let value = serde_json::to_value(&d).map_err(|e| e.to_string())?;
         let w = Workload::from_object(WorkloadKind::DEPLOYMENT, d.metadata.clone(), &value)
             .map_err(|e| e.to_string())?;
-        let refs = w.references();
+        let refs = w.references(CrossNamespace::Deny);
         let desired = hash::config_hash(NS, &refs, &fetched, &Hashing::Plain);
         if w.current_hash() != Some(desired.as_str()) {
             out.push(w.id.name.clone());

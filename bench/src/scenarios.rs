@@ -1087,7 +1087,12 @@ fn bad_hash(body: &serde_json::Value) -> Result<String, Error> {
             content("password", "v0"),
         ),
     ]);
-    Ok(config_hash(BAD_NS, &w.references(), &fetched, &Hashing::Plain))
+    Ok(config_hash(
+        BAD_NS,
+        &w.references(wave_core::refs::CrossNamespace::Deny),
+        &fetched,
+        &Hashing::Plain,
+    ))
 }
 
 /// Whether a Deployment is still rolling, as `kubectl rollout status` decides it (a rollout past its

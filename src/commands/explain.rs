@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use wave_core::hash::{Fetched, Hashing, config_hash, missing_message};
 use wave_core::names::{self, reason};
 use wave_core::plan::{self, Plan};
-use wave_core::refs::{self, Keys};
+use wave_core::refs::{self, CrossNamespace, Keys};
 use wave_core::undo::Pin;
 use wave_core::workload::Workload;
 use wave_runtime::api;
@@ -23,6 +23,8 @@ struct ReferenceView {
     all_keys: bool,
     required: bool,
     found: bool,
+    /// In another namespace, and `--cross-namespace-references=deny`: left out, unread.
+    denied: bool,
     missing_keys: Vec<String>,
     origin: String,
 }
@@ -60,7 +62,7 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
         .map_err(cluster_error(format!("reading {id}")))?
         .ok_or_else(|| CommandError::NotFound(id.to_string()))?;
     let hashing = hashing(&client, args.hash_key_secret.as_ref()).await?;
-    let a = assess(&client, &workload, &hashing).await?;
+    let a = assess(&client, &workload, &hashing, args.cross_namespace_references).await?;
     let e = Explanation {
         workload: id.to_string(),
         opted_in: workload.is_opted_in(),
@@ -76,18 +78,21 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Assesses `workload` as `wave run` would (with its default `--max-gate-duration`).
+/// Assesses `workload` as `wave run` would (with its default `--max-gate-duration`) under `policy`
+/// for references to other namespaces.
 pub(crate) async fn assess(
     client: &kube::Client,
     workload: &Workload,
     hashing: &Hashing,
+    policy: CrossNamespace,
 ) -> Result<Assessment, CommandError> {
     // Show the references even when the workload is not opted in, so the opt-in can be checked.
     let refs = refs::discover(
         &workload.id.namespace,
         &workload.annotations,
         &workload.template.typed(),
-    );
+    )
+    .confine(&workload.id.namespace, policy);
     let mut fetched = Fetched::new();
     for key in refs.keys() {
         let found = api::fetch_content(client, &key, None)
@@ -116,10 +121,23 @@ pub(crate) async fn assess(
                 all_keys,
                 required: r.required,
                 found: content.is_some(),
+                denied: false,
                 missing_keys,
                 origin: r.origin.clone(),
             }
         })
+        .chain(refs.denied.iter().map(|key| ReferenceView {
+            kind: key.kind.as_str(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            keys: Vec::new(),
+            all_keys: true,
+            required: false,
+            found: false,
+            denied: true,
+            missing_keys: Vec::new(),
+            origin: "an extra-* annotation (another namespace: --cross-namespace-references=deny)".into(),
+        }))
         .collect();
     let desired = config_hash(&workload.id.namespace, &refs, &fetched, hashing);
     // Whether wave holds the rollout back: its last word on that is an Event (the controller's state is
@@ -273,6 +291,7 @@ fn print_table(e: &Explanation) {
                 r.keys.join(",")
             };
             let found = match (r.found, r.missing_keys.is_empty()) {
+                _ if r.denied => "denied, unread".to_string(),
                 (false, _) => "missing".to_string(),
                 (true, true) => "found".to_string(),
                 (true, false) => format!("found, missing key {}", r.missing_keys.join(",")),

@@ -34,8 +34,14 @@ pub fn run(args: &HashArgs) -> Result<ExitCode, CommandError> {
         }
         None => Hashing::Plain,
     };
-    let hashed = match manifest::hash_all(&manifests, ns, args.allow_missing, &hashing)
-        .map_err(|e| CommandError::Input(e.to_string()))?
+    let hashed = match manifest::hash_all(
+        &manifests,
+        ns,
+        args.allow_missing,
+        &hashing,
+        args.cross_namespace_references,
+    )
+    .map_err(|e| CommandError::Input(e.to_string()))?
     {
         Ok(h) => h,
         Err(unresolved) => {

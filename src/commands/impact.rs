@@ -57,7 +57,11 @@ pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
         .filter(|w| w.is_opted_in())
         .map(|w| Row {
             workload: w.id.to_string(),
-            impact: impact(&w.references(), &key, changed.as_ref()),
+            impact: impact(
+                &w.references(args.cross_namespace_references),
+                &key,
+                changed.as_ref(),
+            ),
             halted: halted(w),
         })
         .filter(|r| r.impact != Impact::NotReferenced)

@@ -17,5 +17,6 @@ mod reloader;
 mod rollouts;
 mod safety;
 mod ship;
+mod tenancy;
 mod undo;
 mod webhook;

@@ -193,7 +193,7 @@ async fn writes_never_exceed_the_global_token_bucket() {
 /// library code the CLI uses).
 async fn at_final_hash(client: &kube::Client, ns: &str, kind: WorkloadKind) -> bool {
     let w = workload(client, ns, kind, &name(kind)).await;
-    let refs = w.references();
+    let refs = w.references(wave_core::refs::CrossNamespace::Deny);
     let mut fetched = wave_core::hash::Fetched::new();
     for key in refs.keys() {
         let cm: k8s_openapi::api::core::v1::ConfigMap = kube::Api::namespaced(client.clone(), &key.namespace)

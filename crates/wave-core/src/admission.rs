@@ -120,7 +120,7 @@ pub fn patch_ops(workload: &Workload, mutation: &Mutation, now: &str) -> Vec<Val
 mod tests {
     use super::*;
     use crate::hash::Content;
-    use crate::refs::{ConfigKey, ConfigKind};
+    use crate::refs::{ConfigKey, ConfigKind, CrossNamespace};
     use crate::workload::testing::deployment;
     use std::sync::Arc;
 
@@ -154,7 +154,7 @@ mod tests {
         let w = uses_cm();
         let m = decide(
             &w,
-            &w.references(),
+            &w.references(CrossNamespace::Deny),
             &present(),
             Operation::Create,
             &Hashing::Plain,
@@ -174,7 +174,7 @@ mod tests {
         let w = uses_cm();
         let m = decide(
             &w,
-            &w.references(),
+            &w.references(CrossNamespace::Deny),
             &Fetched::new(),
             Operation::Create,
             &Hashing::Plain,
@@ -192,7 +192,7 @@ mod tests {
         assert_eq!(
             decide(
                 &w,
-                &w.references(),
+                &w.references(CrossNamespace::Deny),
                 &Fetched::new(),
                 Operation::Update,
                 &Hashing::Plain
@@ -210,7 +210,7 @@ mod tests {
         });
         let m = decide(
             &w,
-            &w.references(),
+            &w.references(CrossNamespace::Deny),
             &Fetched::new(),
             Operation::Create,
             &Hashing::Plain,
@@ -230,7 +230,7 @@ mod tests {
         assert_eq!(
             decide(
                 &w,
-                &w.references(),
+                &w.references(CrossNamespace::Deny),
                 &present(),
                 Operation::Create,
                 &Hashing::Plain
@@ -240,7 +240,7 @@ mod tests {
         let w = uses_cm();
         let Mutation::SetHash(hash) = decide(
             &w,
-            &w.references(),
+            &w.references(CrossNamespace::Deny),
             &present(),
             Operation::Update,
             &Hashing::Plain,
@@ -255,7 +255,7 @@ mod tests {
         assert_eq!(
             decide(
                 &hashed,
-                &hashed.references(),
+                &hashed.references(CrossNamespace::Deny),
                 &present(),
                 Operation::Update,
                 &Hashing::Plain

@@ -13,6 +13,14 @@
 //!
 //! A snapshot stores the hash source's sections as they are (`{entry: {key: base64}}`), so its data
 //! hashes back to the hash it is named after (`Snapshot::hash`), and nothing is lost or reinterpreted.
+//!
+//! History never crosses a namespace (`docs/security.md`): no snapshot is kept of a hash that reads
+//! config from another namespace ([`foreign_config`]), a snapshot naming an entry of another namespace is
+//! never read back ([`Snapshot::read`]), a restore writes only objects in the workload's own namespace
+//! ([`restore_plan`]), and a stored object is trusted as a snapshot only if wave made it: wave's labels
+//! and annotations, immutable, owned by one of the workload's revisions ([`untrusted`]), with data that
+//! hashes to the hash it is named after ([`restorable`]). An object found under a snapshot's name that
+//! is not exactly the snapshot wave would write is never adopted ([`same_snapshot`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -47,6 +55,14 @@ pub enum SnapshotError {
         /// The key expected.
         key: &'static str,
     },
+    /// An entry names an object of another namespace: wave never writes such a snapshot.
+    #[error("{object} holds {entry:?}, an entry of another namespace: not a snapshot wave wrote")]
+    Foreign {
+        /// The snapshot object.
+        object: String,
+        /// The entry.
+        entry: String,
+    },
     /// The key does not hold a section.
     #[error("{object} key {key} is not a config snapshot section")]
     Malformed {
@@ -65,6 +81,7 @@ impl SnapshotError {
     pub fn kind(&self) -> &'static str {
         match self {
             SnapshotError::NoData { .. } => "snapshot_no_data",
+            SnapshotError::Foreign { .. } => "snapshot_foreign",
             SnapshotError::Malformed { .. } => "snapshot_malformed",
         }
     }
@@ -206,8 +223,89 @@ impl Snapshot {
                 })?
             }
         };
-        Ok(Self { config_maps, secrets })
+        let snapshot = Self { config_maps, secrets };
+        // Entries are named as the hash source names them: bare for the workload's namespace, and
+        // `namespace/name` only for another namespace, which wave never snapshots.
+        for (kind, section) in [
+            ("configmap", &snapshot.config_maps),
+            ("secret", &snapshot.secrets),
+        ] {
+            if let Some(entry) = section.keys().find(|e| e.contains('/')) {
+                let meta = match kind {
+                    "configmap" => Some(&config_map.metadata),
+                    _ => secret.map(|s| &s.metadata),
+                };
+                return Err(SnapshotError::Foreign {
+                    object: format!("{kind} {}", meta.map(name).unwrap_or_default()),
+                    entry: entry.clone(),
+                });
+            }
+        }
+        Ok(snapshot)
     }
+}
+
+/// The first config object outside `namespace` that a workload there references, if any. History keeps
+/// no snapshot of such a hash (it would copy another namespace's data into this one) and restores
+/// nothing for it (it would write into another namespace): `docs/security.md`.
+pub fn foreign_config<'a>(namespace: &str, refs: &'a References) -> Option<&'a ConfigKey> {
+    refs.iter().map(|r| &r.key).find(|k| k.namespace != namespace)
+}
+
+/// Whether `stored`, an object found under a snapshot's name, is exactly `expected`, the snapshot wave
+/// would write there (both as JSON): the same data, immutable, and wave's labels. Anything else was made
+/// by someone else (or is a name clash) and is never adopted as a snapshot.
+pub fn same_snapshot(stored: &Value, expected: &Value) -> bool {
+    let same = |field: &str| stored.get(field) == expected.get(field);
+    let labels = |v: &Value| v.pointer("/metadata/labels").cloned().unwrap_or(Value::Null);
+    let wave_labels = match (labels(stored), labels(expected)) {
+        (Value::Object(have), Value::Object(want)) => want.iter().all(|(k, v)| have.get(k) == Some(v)),
+        _ => false,
+    };
+    same("data") && same("binaryData") && same("immutable") && same("type") && wave_labels
+}
+
+/// Why the stored snapshot object `meta` (immutable or not) cannot be trusted as `workload`'s snapshot
+/// of `hash`, or `None` when it can: wave's labels and annotations, immutable, and owned by one of the
+/// workload's `revisions` (wave adds a revision as owner only to a snapshot it wrote or checked with
+/// [`same_snapshot`]). Whether its data hashes to `hash` is [`restorable`]'s check.
+pub fn untrusted(
+    meta: &ObjectMeta,
+    immutable: Option<bool>,
+    workload: &WorkloadRef,
+    hash: &str,
+    revisions: &[Revision],
+) -> Option<String> {
+    let object = meta.name.clone().unwrap_or_default();
+    let labels = meta.labels.clone().unwrap_or_default();
+    let annotations = meta.annotations.clone().unwrap_or_default();
+    let expected = Snapshot::labels(workload);
+    if expected.iter().any(|(k, v)| labels.get(k) != Some(v)) {
+        return Some(format!(
+            "{object} does not carry the labels of a snapshot wave wrote"
+        ));
+    }
+    if !is_snapshot_of(meta, workload)
+        || annotations.get(names::SNAPSHOT_HASH).map(String::as_str) != Some(hash)
+    {
+        return Some(format!(
+            "{object} is not annotated as {workload}'s snapshot of hash {hash}"
+        ));
+    }
+    if immutable != Some(true) {
+        return Some(format!(
+            "{object} is not immutable, so its data may have been changed since wave wrote it"
+        ));
+    }
+    let owned = meta.owner_references.iter().flatten().any(|o| {
+        revisions
+            .iter()
+            .any(|r| r.owner.uid == o.uid && r.owner.kind == o.kind)
+    });
+    if !owned {
+        return Some(format!("{object} is owned by none of {workload}'s revisions"));
+    }
+    None
 }
 
 /// A label value naming `name`: the name itself when it fits 63 characters, else its first 50 and 12 hex
@@ -568,21 +666,17 @@ pub struct Restore<'a> {
 /// an undo went back to). Objects the snapshot does not hold (absent or ignored then) are left alone.
 pub fn restore_plan<'a>(namespace: &str, refs: &References, snapshot: &'a Snapshot) -> Vec<Restore<'a>> {
     let mut out: Vec<Restore<'a>> = Vec::new();
-    for r in refs.iter() {
+    // Only the workload's own namespace is ever written (`docs/security.md`); the caller refuses a
+    // restore whose references leave it ([`foreign_config`]), and this keeps that true regardless.
+    for r in refs.iter().filter(|r| r.key.namespace == namespace) {
         let section = match r.key.kind {
             ConfigKind::ConfigMap => &snapshot.config_maps,
             ConfigKind::Secret => &snapshot.secrets,
         };
-        // The entry is named as the hash source names it: bare, or `namespace/name` on a clash.
-        let qualified = format!("{}/{}", r.key.namespace, r.key.name);
-        let values = section.get(&qualified).or_else(|| {
-            let bare_is_ours = r.key.namespace == namespace
-                || !refs.iter().any(|o| {
-                    o.key.kind == r.key.kind && o.key.name == r.key.name && o.key.namespace != r.key.namespace
-                });
-            section.get(&r.key.name).filter(|_| bare_is_ours)
-        });
-        let Some(values) = values else { continue };
+        // Objects of the workload's namespace are always named bare in the hash source.
+        let Some(values) = section.get(&r.key.name) else {
+            continue;
+        };
         let whole = r.keys == Keys::All;
         match out.iter_mut().find(|x| x.key == r.key) {
             Some(existing) => existing.whole |= whole,
@@ -1156,6 +1250,115 @@ mod tests {
         assert!(
             !restore.seen(&tracker),
             "a later write is not taken for the restore's: versions are only compared for equality"
+        );
+    }
+
+    fn revision(uid: &str, kind: &str) -> Revision {
+        Revision {
+            number: 1,
+            hash: Some("h".into()),
+            owner: OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: kind.into(),
+                name: "web-1".into(),
+                uid: uid.into(),
+                ..OwnerReference::default()
+            },
+            created: None,
+        }
+    }
+
+    #[test]
+    fn a_hash_that_reads_another_namespace_is_named_so_history_copies_nothing_across() {
+        assert_eq!(foreign_config("ns", &app_refs()), None);
+        let t = template(json!({"containers": [{"name": "c"}]}));
+        let extra = BTreeMap::from([(names::EXTRA_SECRETS.to_string(), "own,victim/db".to_string())]);
+        let refs = refs::discover("ns", &extra, &t);
+        assert_eq!(
+            foreign_config("ns", &refs),
+            Some(&ConfigKey::new(ConfigKind::Secret, "victim", "db"))
+        );
+    }
+
+    #[test]
+    fn a_restore_never_writes_outside_the_workloads_namespace_even_for_a_matching_entry() {
+        // The reproduction: a snapshot taken when `db` was the workload's own, and a template that now
+        // names `victim/db` (no clash, so its entry would be bare `db` too).
+        let t = template(json!({"containers": [{"name": "c"}]}));
+        let extra = BTreeMap::from([(names::EXTRA_SECRETS.to_string(), "victim/db".to_string())]);
+        let refs = refs::discover("ns", &extra, &t);
+        let mut snap = Snapshot::default();
+        snap.secrets.insert(
+            "db".into(),
+            BTreeMap::from([("password".into(), "cHduZWQ=".into())]),
+        );
+        assert_eq!(restore_plan("ns", &refs, &snap), []);
+    }
+
+    #[test]
+    fn a_stored_snapshot_with_an_entry_of_another_namespace_is_not_read() {
+        let id = workload();
+        let mut forged = Snapshot::default();
+        forged
+            .config_maps
+            .insert("victim/cfg".into(), BTreeMap::from([("k".into(), "eA==".into())]));
+        let cm = forged.config_map(&id, "abc", revision("u", "ReplicaSet").owner);
+        let err = Snapshot::read(&cm, None).unwrap_err();
+        assert_eq!(err.kind(), "snapshot_foreign");
+        assert!(err.to_string().contains("victim/cfg"), "{err}");
+    }
+
+    #[test]
+    fn only_an_object_exactly_like_the_snapshot_wave_would_write_is_adopted() {
+        let id = workload();
+        let snap = Snapshot::of("ns", &app_refs(), &fetched(&[("a", b"1")], &[("password", b"p")]));
+        let owner = revision("u", "ReplicaSet").owner;
+        let want = serde_json::to_value(snap.config_map(&id, "abc", owner.clone())).unwrap();
+        let mut same = want.clone();
+        same["metadata"]["ownerReferences"] = json!([]);
+        same["metadata"]["labels"]["extra"] = json!("kept");
+        assert!(
+            same_snapshot(&same, &want),
+            "owners and extra labels do not matter"
+        );
+        for (field, value) in [
+            ("/data", json!({"configMaps.json": "{}"})),
+            ("/immutable", Value::Null),
+            ("/metadata/labels", json!({})),
+        ] {
+            let mut other = want.clone();
+            *other.pointer_mut(field).unwrap() = value;
+            assert!(!same_snapshot(&other, &want), "{field} differs: not adopted");
+        }
+        let secret = serde_json::to_value(snap.secret(&id, "abc", owner).unwrap()).unwrap();
+        assert!(same_snapshot(&secret, &secret));
+        assert!(!same_snapshot(&want, &secret), "a ConfigMap is not the Secret");
+    }
+
+    #[test]
+    fn a_snapshot_is_trusted_only_with_waves_marks_immutable_and_owned_by_a_revision_of_the_workload() {
+        let id = workload();
+        let revisions = [revision("rs-1", "ReplicaSet")];
+        let snap = Snapshot::of("ns", &app_refs(), &fetched(&[("a", b"1")], &[]));
+        let cm = snap.config_map(&id, "abc", revisions[0].owner.clone());
+        assert_eq!(
+            untrusted(&cm.metadata, cm.immutable, &id, "abc", &revisions),
+            None
+        );
+        let why = |meta: &ObjectMeta, immutable: Option<bool>| {
+            untrusted(meta, immutable, &id, "abc", &revisions).expect("untrusted")
+        };
+        assert!(why(&cm.metadata, None).contains("not immutable"));
+        let mut unowned = cm.metadata.clone();
+        unowned.owner_references = Some(vec![revision("rs-of-another", "ReplicaSet").owner]);
+        assert!(why(&unowned, Some(true)).contains("owned by none"));
+        let mut relabelled = cm.metadata.clone();
+        relabelled.labels = None;
+        assert!(why(&relabelled, Some(true)).contains("labels"));
+        assert!(
+            untrusted(&cm.metadata, Some(true), &id, "other-hash", &revisions)
+                .unwrap()
+                .contains("not annotated")
         );
     }
 }

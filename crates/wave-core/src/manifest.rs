@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_norway::Value;
 
 use super::hash::{self, Content, Fetched, Missing};
-use super::refs::{ConfigKey, ConfigKind};
+use super::refs::{ConfigKey, ConfigKind, CrossNamespace};
 use super::workload::{Workload, WorkloadKind};
 use crate::names;
 
@@ -212,13 +212,15 @@ fn name_of(index: usize, v: &Value) -> Result<String, ManifestError> {
     }
 }
 
-/// The hashes of every opted-in workload, as the controller would compute them for these objects.
-/// With `allow_missing`, missing required config is treated as absent; otherwise it is returned.
+/// The hashes of every opted-in workload, as the controller would compute them for these objects under
+/// `policy` for references to other namespaces. With `allow_missing`, missing required config is
+/// treated as absent; otherwise it is returned.
 pub fn hash_all(
     m: &Manifests,
     default_namespace: &str,
     allow_missing: bool,
     hashing: &hash::Hashing,
+    policy: CrossNamespace,
 ) -> Result<Result<Vec<Hashed>, Vec<Unresolved>>, ManifestError> {
     let ns_of = |v: &Value| {
         str_at(v, &["metadata", "namespace"])
@@ -250,7 +252,7 @@ pub fn hash_all(
     let mut hashed = Vec::new();
     let mut unresolved = Vec::new();
     for w in workloads {
-        let refs = w.references();
+        let refs = w.references(policy);
         let fetched: Fetched = refs
             .keys()
             .into_iter()
@@ -394,7 +396,7 @@ metadata: {name: web}
     #[test]
     fn hashes_match_the_controller_vectors() {
         let m = parse(APP).unwrap();
-        let hashed = hash_all(&m, "default", false, &hash::Hashing::Plain)
+        let hashed = hash_all(&m, "default", false, &hash::Hashing::Plain, CrossNamespace::Deny)
             .unwrap()
             .unwrap();
         assert_eq!(hashed.len(), 1);
@@ -424,9 +426,15 @@ spec:
   serviceName: db
   template: {spec: {containers: [{name: c}], volumes: [{name: s, secret: {secretName: creds}}]}}
 "#;
-        let hashed = hash_all(&parse(text).unwrap(), "default", false, &hash::Hashing::Plain)
-            .unwrap()
-            .unwrap();
+        let hashed = hash_all(
+            &parse(text).unwrap(),
+            "default",
+            false,
+            &hash::Hashing::Plain,
+            CrossNamespace::Deny,
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(
             hashed[0].hash,
             "aeeffb69d9a05df58ea1b4a549c0bd990a5f01b67094131e2a02f8028eb07085"
@@ -437,14 +445,14 @@ spec:
     fn missing_required_config_is_reported_unless_allowed() {
         let text = APP.replacen("name: app-config}", "name: other}", 1);
         let m = parse(&text).unwrap();
-        let unresolved = hash_all(&m, "default", false, &hash::Hashing::Plain)
+        let unresolved = hash_all(&m, "default", false, &hash::Hashing::Plain, CrossNamespace::Deny)
             .unwrap()
             .unwrap_err();
         assert_eq!(
             unresolved[0].to_string(),
             "Deployment default/web: missing required configmap default/app-config"
         );
-        let hashed = hash_all(&m, "default", true, &hash::Hashing::Plain)
+        let hashed = hash_all(&m, "default", true, &hash::Hashing::Plain, CrossNamespace::Deny)
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -456,7 +464,7 @@ spec:
     #[test]
     fn inject_sets_only_the_hash_and_keeps_other_documents() {
         let mut m = parse(APP).unwrap();
-        let hashed = hash_all(&m, "default", false, &hash::Hashing::Plain)
+        let hashed = hash_all(&m, "default", false, &hash::Hashing::Plain, CrossNamespace::Deny)
             .unwrap()
             .unwrap();
         inject(&mut m, &hashed, "default");
@@ -488,7 +496,7 @@ spec:
         ]});
         let mut m = parse(&list.to_string()).unwrap();
         assert_eq!(m.format, Format::Json);
-        let hashed = hash_all(&m, "default", false, &hash::Hashing::Plain)
+        let hashed = hash_all(&m, "default", false, &hash::Hashing::Plain, CrossNamespace::Deny)
             .unwrap()
             .unwrap();
         assert_eq!(hashed[0].kind, "DaemonSet");
@@ -510,7 +518,14 @@ spec:
     #[test]
     fn an_object_without_a_name_is_a_clear_error() {
         let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\ndata: {a: b}\n";
-        let err = hash_all(&parse(text).unwrap(), "default", false, &hash::Hashing::Plain).unwrap_err();
+        let err = hash_all(
+            &parse(text).unwrap(),
+            "default",
+            false,
+            &hash::Hashing::Plain,
+            CrossNamespace::Deny,
+        )
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "document 1 (ConfigMap <no name>): metadata.name is missing"
@@ -520,7 +535,14 @@ spec:
     #[test]
     fn an_invalid_object_is_a_clear_error() {
         let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: [1, 2]\n";
-        let err = hash_all(&parse(text).unwrap(), "default", false, &hash::Hashing::Plain).unwrap_err();
+        let err = hash_all(
+            &parse(text).unwrap(),
+            "default",
+            false,
+            &hash::Hashing::Plain,
+            CrossNamespace::Deny,
+        )
+        .unwrap_err();
         assert!(err.to_string().starts_with("document 1 (ConfigMap x): "), "{err}");
     }
 
@@ -539,7 +561,7 @@ spec:
         ] {
             let input = format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\n{doc}\n");
             let m = parse(&input).unwrap();
-            let err = hash_all(&m, "default", false, &hash::Hashing::Plain)
+            let err = hash_all(&m, "default", false, &hash::Hashing::Plain, CrossNamespace::Deny)
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(names), "{err}");

@@ -132,6 +132,9 @@ pub mod reason {
     pub const SCHEDULING_ENABLED: &str = "SchedulingEnabled";
     /// Warning: required config is missing, so nothing was written.
     pub const CONFIG_MISSING: &str = "ConfigMissing";
+    /// Warning: `extra-*` names config in another namespace, which `--cross-namespace-references=deny`
+    /// leaves out of the hash, unread.
+    pub const CROSS_NAMESPACE_REFERENCE_DENIED: &str = "CrossNamespaceReferenceDenied";
     /// Warning: the write of the hash failed.
     pub const WRITE_FAILED: &str = "WriteFailed";
     /// Normal: pods that wave's released gate held were deleted, for their controller to recreate.

@@ -255,7 +255,7 @@ mod tests {
     use super::*;
     use crate::hash::Content;
     use crate::kind::WorkloadKind;
-    use crate::refs::{ConfigKey, ConfigKind};
+    use crate::refs::{ConfigKey, ConfigKind, CrossNamespace};
     use crate::workload::testing::deployment;
     use serde_json::json;
     use std::sync::Arc;
@@ -297,7 +297,7 @@ mod tests {
         let w = gated(uses_missing_cm(), "2026-11-22T11:59:00Z");
         let key = ConfigKey::new(ConfigKind::ConfigMap, "ns", "cm");
         let fetched = Fetched::from([(key, Arc::new(Content::default()))]);
-        let Plan::Write(write) = plan(&w, &w.references(), &fetched) else {
+        let Plan::Write(write) = plan(&w, &w.references(CrossNamespace::Deny), &fetched) else {
             panic!("expected a write")
         };
         assert!(write.hash.is_some());
@@ -320,7 +320,7 @@ mod tests {
         w.id.kind = WorkloadKind::STATEFUL_SET;
         let key = ConfigKey::new(ConfigKind::ConfigMap, "ns", "cm");
         let fetched = Fetched::from([(key, Arc::new(Content::default()))]);
-        let Plan::Write(write) = plan(&w, &w.references(), &fetched) else {
+        let Plan::Write(write) = plan(&w, &w.references(CrossNamespace::Deny), &fetched) else {
             panic!("expected a write")
         };
         assert!(write.release_gate.as_ref().is_some_and(|r| r.delete_held_pods));
@@ -335,16 +335,22 @@ mod tests {
         w.template
             .edit(|t| t.spec.as_mut().unwrap().scheduling_gates = None);
         assert!(w.has_held_pods() && w.needs_reconcile());
-        assert_eq!(plan(&w, &w.references(), &fetched), Plan::DeleteHeldPods);
+        assert_eq!(
+            plan(&w, &w.references(CrossNamespace::Deny), &fetched),
+            Plan::DeleteHeldPods
+        );
         w.annotations.remove(names::GATED_AT);
         assert!(!w.has_held_pods());
-        assert_ne!(plan(&w, &w.references(), &fetched), Plan::DeleteHeldPods);
+        assert_ne!(
+            plan(&w, &w.references(CrossNamespace::Deny), &fetched),
+            Plan::DeleteHeldPods
+        );
     }
 
     #[test]
     fn a_gated_workload_stays_blocked_until_the_gate_times_out() {
         let w = gated(uses_missing_cm(), "2026-11-22T11:59:00Z");
-        let p = plan(&w, &w.references(), &Fetched::new());
+        let p = plan(&w, &w.references(CrossNamespace::Deny), &Fetched::new());
         let Plan::Blocked { recheck_after, .. } = p else {
             panic!("expected blocked, got {p:?}")
         };
@@ -354,7 +360,7 @@ mod tests {
             "10 min gate, held 1 min"
         );
         let w = gated(uses_missing_cm(), "2026-11-22T11:50:00Z");
-        let Plan::Write(write) = plan(&w, &w.references(), &Fetched::new()) else {
+        let Plan::Write(write) = plan(&w, &w.references(CrossNamespace::Deny), &Fetched::new()) else {
             panic!("expected a write")
         };
         assert_eq!(write.hash, None, "a timed-out gate is released without a hash");
@@ -369,7 +375,7 @@ mod tests {
             w.needs_reconcile(),
             "a gated workload needs a reconcile even when opted out"
         );
-        let Plan::Write(write) = plan(&w, &w.references(), &Fetched::new()) else {
+        let Plan::Write(write) = plan(&w, &w.references(CrossNamespace::Deny), &Fetched::new()) else {
             panic!("expected a write")
         };
         assert_eq!(write.release_gate.map(|r| r.reason), Some(GateReason::OptedOut));
@@ -398,10 +404,13 @@ mod tests {
         w.annotations.insert(names::PINNED_HASH.into(), "old".into());
         w.annotations
             .insert(names::PINNED_CONFIG.into(), EMPTY_HASH.into());
-        assert_eq!(plan(&w, &w.references(), &Fetched::new()), Plan::Noop);
+        assert_eq!(
+            plan(&w, &w.references(CrossNamespace::Deny), &Fetched::new()),
+            Plan::Noop
+        );
         w.annotations
             .insert(names::PINNED_CONFIG.into(), "an-earlier-config".into());
-        let Plan::Write(write) = plan(&w, &w.references(), &Fetched::new()) else {
+        let Plan::Write(write) = plan(&w, &w.references(CrossNamespace::Deny), &Fetched::new()) else {
             panic!("a config change since the pin rolls")
         };
         assert_eq!(write.hash.as_deref(), Some(EMPTY_HASH));
@@ -413,7 +422,7 @@ mod tests {
     #[test]
     fn new_opted_in_workload_gets_the_hash() {
         let w = deployment("ns", "w", &[], json!({"containers": [{"name": "c"}]}));
-        let p = plan(&w, &w.references(), &Fetched::new());
+        let p = plan(&w, &w.references(CrossNamespace::Deny), &Fetched::new());
         assert_eq!(
             p,
             Plan::Write(Write {
@@ -433,7 +442,10 @@ mod tests {
             deployment("ns", "w", &[], json!({"containers": [{"name": "c"}]})),
             EMPTY_HASH,
         );
-        assert_eq!(plan(&w, &w.references(), &Fetched::new()), Plan::Noop);
+        assert_eq!(
+            plan(&w, &w.references(CrossNamespace::Deny), &Fetched::new()),
+            Plan::Noop
+        );
     }
 
     #[test]
@@ -445,7 +457,7 @@ mod tests {
             json!({"containers": [
             {"name": "c", "envFrom": [{"configMapRef": {"name": "cm"}}]}]}),
         );
-        let p = plan(&w, &w.references(), &Fetched::new());
+        let p = plan(&w, &w.references(CrossNamespace::Deny), &Fetched::new());
         let key = ConfigKey::new(ConfigKind::ConfigMap, "ns", "cm");
         assert_eq!(
             p,
@@ -455,7 +467,10 @@ mod tests {
             }
         );
         let fetched = Fetched::from([(key, Arc::new(Content::default()))]);
-        assert!(matches!(plan(&w, &w.references(), &fetched), Plan::Write(_)));
+        assert!(matches!(
+            plan(&w, &w.references(CrossNamespace::Deny), &fetched),
+            Plan::Write(_)
+        ));
     }
 
     #[test]
@@ -475,7 +490,10 @@ mod tests {
             rollout: None,
             unpin: false,
         };
-        assert_eq!(plan(&w, &w.references(), &Fetched::new()), Plan::Write(expected));
+        assert_eq!(
+            plan(&w, &w.references(CrossNamespace::Deny), &Fetched::new()),
+            Plan::Write(expected)
+        );
     }
 
     #[test]
@@ -497,7 +515,10 @@ mod tests {
             rollout: None,
             unpin: false,
         };
-        assert_eq!(plan(&w, &w.references(), &Fetched::new()), Plan::Write(expected));
+        assert_eq!(
+            plan(&w, &w.references(CrossNamespace::Deny), &Fetched::new()),
+            Plan::Write(expected)
+        );
     }
 
     #[test]
@@ -508,7 +529,10 @@ mod tests {
             &[(names::UPDATE_ON_CONFIG_CHANGE, "False")],
             json!({"containers": []}),
         );
-        assert_eq!(plan(&w, &w.references(), &Fetched::new()), Plan::Noop);
+        assert_eq!(
+            plan(&w, &w.references(CrossNamespace::Deny), &Fetched::new()),
+            Plan::Noop
+        );
     }
 
     fn at_version(resource_version: &str) -> Workload {
@@ -520,7 +544,7 @@ mod tests {
     #[test]
     fn a_gate_without_a_readable_start_gets_one_and_then_times_out_from_it() {
         let mut w = gated(uses_missing_cm(), "not a time");
-        let Plan::Write(write) = plan(&w, &w.references(), &Fetched::new()) else {
+        let Plan::Write(write) = plan(&w, &w.references(CrossNamespace::Deny), &Fetched::new()) else {
             panic!("expected the mark to be written")
         };
         let now = policy().now;
@@ -544,7 +568,7 @@ mod tests {
         // Once marked, the gate times out from that mark.
         w.annotations
             .insert(names::GATED_AT.into(), "2026-11-22T11:50:00Z".into());
-        let Plan::Write(write) = plan(&w, &w.references(), &Fetched::new()) else {
+        let Plan::Write(write) = plan(&w, &w.references(CrossNamespace::Deny), &Fetched::new()) else {
             panic!("expected the gate to be released")
         };
         assert_eq!(write.release_gate.map(|r| r.reason), Some(GateReason::TimedOut));

@@ -125,6 +125,54 @@ pub struct References {
     pub secrets: Vec<Reference>,
     /// `extra-*` entries that cannot name an object and were skipped (hash-neutral), for warnings.
     pub skipped: Vec<String>,
+    /// References to objects in another namespace that [`CrossNamespace::Deny`] took out: never read,
+    /// never hashed, never indexed (`docs/security.md`, "Cross-namespace references").
+    pub denied: Vec<ConfigKey>,
+}
+
+/// Whether a workload's `extra-*` annotations may name config in another namespace
+/// (`--cross-namespace-references`). The controller, the webhook and every CLI command apply the same
+/// rule through [`References::confine`], so they agree on the hash.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CrossNamespace {
+    /// Only config in the workload's own namespace counts; `namespace/name` entries naming another
+    /// namespace are left out, unread. The default: a tenant cannot make wave read, hash or reveal
+    /// anything outside their namespace.
+    #[default]
+    Deny,
+    /// `namespace/name` entries are hashed, as Wave does (the value for switching from Wave with
+    /// such references at zero rollouts).
+    Allow,
+}
+
+impl CrossNamespace {
+    /// The flag's values.
+    pub const VALUES: [&'static str; 2] = ["deny", "allow"];
+
+    /// Parses a flag value: `deny` or `allow`.
+    pub fn parse(value: &str) -> Result<Self, String> {
+        match value {
+            "deny" => Ok(CrossNamespace::Deny),
+            "allow" => Ok(CrossNamespace::Allow),
+            other => Err(format!(
+                "{other:?} is not a cross-namespace reference policy: use deny or allow"
+            )),
+        }
+    }
+
+    /// The flag value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CrossNamespace::Deny => "deny",
+            CrossNamespace::Allow => "allow",
+        }
+    }
+}
+
+impl fmt::Display for CrossNamespace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl References {
@@ -136,6 +184,45 @@ impl References {
     /// The distinct objects referenced, present or not.
     pub fn keys(&self) -> BTreeSet<ConfigKey> {
         self.iter().map(|r| r.key.clone()).collect()
+    }
+
+    /// Applies `policy` to the references of a workload in `namespace`: under [`CrossNamespace::Deny`],
+    /// each reference to another namespace moves to [`References::denied`] (once per object).
+    pub fn confine(mut self, namespace: &str, policy: CrossNamespace) -> Self {
+        if policy == CrossNamespace::Allow {
+            return self;
+        }
+        let mut denied = std::mem::take(&mut self.denied);
+        for list in [&mut self.config_maps, &mut self.secrets] {
+            list.retain(|r| {
+                if r.key.namespace == namespace {
+                    return true;
+                }
+                if !denied.contains(&r.key) {
+                    denied.push(r.key.clone());
+                }
+                false
+            });
+        }
+        self.denied = denied;
+        self
+    }
+
+    /// The message for references [`References::confine`] took out, the same whether or not the
+    /// objects exist (so it reveals nothing of another namespace), or `None` when there are none.
+    pub fn denied_message(&self) -> Option<String> {
+        if self.denied.is_empty() {
+            return None;
+        }
+        let list: Vec<String> = self
+            .denied
+            .iter()
+            .map(|k| format!("{} {}/{}", k.kind, k.namespace, k.name))
+            .collect();
+        Some(format!(
+            "left out of the hash, unread: {} (config in another namespace; a cluster admin allows it with --cross-namespace-references=allow, see docs/security.md)",
+            list.join(", ")
+        ))
     }
 
     fn push(&mut self, reference: Reference) {
@@ -480,5 +567,62 @@ mod tests {
             ]}]
         }));
         assert_eq!(discover("ns", &BTreeMap::new(), &t), References::default());
+    }
+
+    #[test]
+    fn denying_other_namespaces_takes_their_references_out_once_each_and_keeps_the_workloads_own() {
+        let t = template(json!({"containers": [{"name": "c", "envFrom": [{"secretRef": {"name": "own"}}]}]}));
+        let extra = annotations(&[
+            (names::EXTRA_SECRETS, "victim/db,victim/db,own,victim/nope"),
+            (names::EXTRA_CONFIGMAPS, "victim/cfg"),
+        ]);
+        let allowed = discover("ns", &extra, &t).confine("ns", CrossNamespace::Allow);
+        assert_eq!(allowed.denied, [] as [ConfigKey; 0]);
+        assert_eq!(allowed.iter().count(), 6, "allow keeps Wave's references");
+        let denied = discover("ns", &extra, &t).confine("ns", CrossNamespace::Deny);
+        assert_eq!(names(&denied.secrets), ["ns/own", "ns/own"]);
+        assert!(denied.config_maps.is_empty());
+        let denied_keys: Vec<String> = denied
+            .denied
+            .iter()
+            .map(|k| format!("{}/{}", k.namespace, k.name))
+            .collect();
+        assert_eq!(denied_keys, ["victim/cfg", "victim/db", "victim/nope"]);
+    }
+
+    #[test]
+    fn the_denied_message_reads_the_same_for_an_object_that_exists_and_one_that_does_not() {
+        let refs = |entry: &str| {
+            discover(
+                "ns",
+                &annotations(&[(names::EXTRA_SECRETS, entry)]),
+                &template(json!({})),
+            )
+            .confine("ns", CrossNamespace::Deny)
+        };
+        let (exists, absent) = (refs("victim/db"), refs("victim/nope"));
+        assert_eq!(
+            exists.denied_message().unwrap().replace("db", "X"),
+            absent.denied_message().unwrap().replace("nope", "X")
+        );
+        assert!(
+            exists
+                .denied_message()
+                .unwrap()
+                .contains("--cross-namespace-references=allow")
+        );
+        assert_eq!(refs("db").denied_message(), None);
+    }
+
+    #[test]
+    fn the_cross_namespace_policy_parses_deny_and_allow_only() {
+        assert_eq!(CrossNamespace::parse("deny"), Ok(CrossNamespace::Deny));
+        assert_eq!(CrossNamespace::parse("allow"), Ok(CrossNamespace::Allow));
+        assert_eq!(CrossNamespace::default(), CrossNamespace::Deny);
+        let err = CrossNamespace::parse("Allow").unwrap_err();
+        assert!(err.contains("deny or allow"), "{err}");
+        for v in CrossNamespace::VALUES {
+            assert_eq!(CrossNamespace::parse(v).unwrap().as_str(), v);
+        }
     }
 }

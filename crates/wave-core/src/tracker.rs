@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::index::RefIndex;
-use super::refs::{ConfigKey, ConfigKind, References};
+use super::refs::{ConfigKey, ConfigKind, CrossNamespace, References};
 use super::reloader;
 use super::selector::LabelSelector;
 use super::workload::{Workload, WorkloadKind, WorkloadRef};
@@ -208,6 +208,8 @@ pub struct Tracker {
     ignored: HashSet<ConfigKey>,
     /// `--namespaces-to-ignore`: nothing in them is tracked.
     ignored_namespaces: BTreeSet<String>,
+    /// `--cross-namespace-references`: whether `extra-*` may name config in another namespace.
+    cross_namespace: CrossNamespace,
     /// Reloader compatibility (`--reloader-compat`): workloads opted in through Reloader's annotations
     /// are tracked too (`reloader`).
     reloader: Option<reloader::Options>,
@@ -267,6 +269,7 @@ impl Tracker {
             owners: HashMap::new(),
             ignored: HashSet::new(),
             ignored_namespaces: BTreeSet::new(),
+            cross_namespace: CrossNamespace::Deny,
             reloader: None,
             matched: HashSet::new(),
             created: HashSet::new(),
@@ -304,6 +307,21 @@ impl Tracker {
     pub fn ignoring(mut self, namespaces: BTreeSet<String>) -> Self {
         self.ignored_namespaces = namespaces;
         self
+    }
+
+    /// The same tracker, under `policy` for references to other namespaces (the default denies them).
+    pub fn with_cross_namespace(mut self, policy: CrossNamespace) -> Self {
+        self.cross_namespace = policy;
+        self
+    }
+
+    /// The references of `workload` as wave acts on them: its policy for other namespaces applied, and
+    /// references into namespaces wave does not watch made optional (their existence cannot be known).
+    /// The second value lists those unwatched keys, for a warning.
+    pub fn references(&self, workload: &Workload) -> (References, Vec<ConfigKey>) {
+        let mut refs = workload.references(self.cross_namespace);
+        let unwatched = self.restrict_to_watched(&mut refs);
+        (refs, unwatched)
     }
 
     /// The same tracker, acting only on workloads in the namespaces `selector` selects, as their labels
@@ -639,7 +657,7 @@ impl Tracker {
         let reloader = self.reloader_selection(view).map(|sel| sel.needs(view));
         let keys = match &reloader {
             Some(needs) => needs.keys.clone(),
-            None => view.references().keys(),
+            None => view.references(self.cross_namespace).keys(),
         };
         self.set_scanning(&view.id, reloader.is_some_and(|n| n.scan));
         let orphans = self.index.replace(&view.id, keys);
@@ -852,7 +870,7 @@ impl Tracker {
 
     /// Makes references to objects in namespaces wave does not watch optional, since their existence
     /// cannot be known. Returns the keys affected, for a warning.
-    pub fn restrict_to_watched(&self, refs: &mut References) -> Vec<ConfigKey> {
+    fn restrict_to_watched(&self, refs: &mut References) -> Vec<ConfigKey> {
         let mut out = Vec::new();
         for r in refs.config_maps.iter_mut().chain(refs.secrets.iter_mut()) {
             if !self.watches_namespace(&r.key.namespace) {
@@ -1426,7 +1444,7 @@ mod tests {
         let view = t.workload(&web.id).unwrap();
         assert!(view.is_opted_in());
         assert_eq!(
-            view.references().keys().len(),
+            view.references(CrossNamespace::Allow).keys().len(),
             2,
             "its own reference and the Rollout's extra"
         );

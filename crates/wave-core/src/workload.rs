@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 
 pub use super::kind::WorkloadKind;
-use super::refs::{self, References};
+use super::refs::{self, CrossNamespace, References};
 pub use super::rollout::Progress;
 pub use super::template::PodTemplate;
 use crate::names;
@@ -159,10 +159,12 @@ impl Workload {
         view
     }
 
-    /// The references of the workload (empty unless opted in).
-    pub fn references(&self) -> References {
+    /// The references of the workload (empty unless opted in), with `policy` applied to those naming
+    /// another namespace.
+    pub fn references(&self, policy: CrossNamespace) -> References {
         if self.is_opted_in() {
             refs::discover(&self.id.namespace, &self.annotations, &self.template.typed())
+                .confine(&self.id.namespace, policy)
         } else {
             References::default()
         }
@@ -249,6 +251,7 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::refs::CrossNamespace;
 
     #[test]
     fn deployment_converts_to_a_workload_view() {
@@ -290,10 +293,10 @@ mod tests {
             serde_json::json!({"containers": [
             {"name": "c", "envFrom": [{"configMapRef": {"name": "cm"}}]}]}),
         );
-        assert_eq!(w.references().iter().count(), 1);
+        assert_eq!(w.references(CrossNamespace::Deny).iter().count(), 1);
         w.annotations
             .insert(names::UPDATE_ON_CONFIG_CHANGE.into(), "false".into());
-        assert_eq!(w.references().iter().count(), 0);
+        assert_eq!(w.references(CrossNamespace::Deny).iter().count(), 0);
         assert!(!w.needs_reconcile());
     }
 }

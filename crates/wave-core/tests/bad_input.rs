@@ -15,7 +15,7 @@ use wave_core::hash::{self, Content, Fetched, Hashing};
 use wave_core::kind::WorkloadKind;
 use wave_core::manifest;
 use wave_core::names;
-use wave_core::refs::{self, ConfigKey, ConfigKind};
+use wave_core::refs::{self, ConfigKey, ConfigKind, CrossNamespace};
 use wave_core::workload::Workload;
 
 /// Text that looks like what people put in annotations: names, namespaces, separators, spaces,
@@ -110,7 +110,7 @@ proptest! {
         match manifest::parse(&text) {
             Ok(m) => {
                 // Whatever parsed can be hashed (or rejected with a message) and rendered.
-                match manifest::hash_all(&m, "default", true, &Hashing::Plain) {
+                match manifest::hash_all(&m, "default", true, &Hashing::Plain, CrossNamespace::Deny) {
                     Ok(_) => {}
                     Err(e) => prop_assert!(!e.to_string().is_empty()),
                 }
@@ -135,7 +135,7 @@ proptest! {
     ) {
         let text = lines.join("\n");
         if let Ok(m) = manifest::parse(&text)
-            && let Err(e) = manifest::hash_all(&m, "default", false, &Hashing::Plain)
+            && let Err(e) = manifest::hash_all(&m, "default", false, &Hashing::Plain, CrossNamespace::Deny)
         {
             prop_assert!(!e.to_string().is_empty());
             prop_assert!(!e.to_string().contains("987654"), "a Secret value leaked: {}", e);
@@ -164,7 +164,7 @@ proptest! {
                 let Ok(w) = Workload::from_object(kind, meta("ns", "w", annotations.clone()), &candidate) else {
                     continue;
                 };
-                let refs = w.references();
+                let refs = w.references(CrossNamespace::Deny);
                 for operation in [Operation::Create, Operation::Update] {
                     let m = admission::decide(&w, &refs, &Fetched::new(), operation, &Hashing::Plain);
                     let ops = admission::patch_ops(&w, &m, "2026-11-23T00:00:00Z");
@@ -254,7 +254,7 @@ fn names_at_the_apiservers_length_limits_are_referenced_and_patched_intact() {
         &json!({"spec": {"template": {"spec": {"containers": []}}}}),
     )
     .unwrap();
-    let refs = w.references();
+    let refs = w.references(CrossNamespace::Deny);
     let key = refs.keys().into_iter().next().unwrap();
     assert_eq!(
         (key.namespace.as_str(), key.name.as_str()),

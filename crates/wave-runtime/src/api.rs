@@ -371,10 +371,14 @@ pub enum Kept {
     Owned,
     /// It existed, already owned by the revision.
     Unchanged,
+    /// An object of that name exists that is not this snapshot (someone else made it, or changed it):
+    /// left alone, never adopted.
+    NotOurs,
 }
 
-/// Creates a snapshot object, or, when it exists, makes `owner` one of its owners (so that it lives as
-/// long as any revision running its hash). Only metadata is read back.
+/// Creates a snapshot object, or, when it exists and is exactly this snapshot
+/// (`wave_core::history::same_snapshot`), makes `owner` one of its owners (so that it lives as long as
+/// any revision running its hash).
 pub async fn create_or_own<K>(
     client: &Client,
     object: &K,
@@ -399,7 +403,12 @@ where
         Err(e) if status_code(&e) == Some(409) => {}
         Err(e) => return Err(e),
     }
-    let stored = api.get_metadata(&name).await?.metadata;
+    let stored = api.get(&name).await?;
+    let as_json = |o: &K| serde_json::to_value(o).unwrap_or_default();
+    if !wave_core::history::same_snapshot(&as_json(&stored), &as_json(object)) {
+        return Ok(Kept::NotOurs);
+    }
+    let stored = stored.meta().clone();
     let mut owners = stored.owner_references.unwrap_or_default();
     if owners.iter().any(|o| o.uid == owner.uid) {
         return Ok(Kept::Unchanged);

@@ -65,6 +65,8 @@ pub struct Config {
     /// `--reloader-compat` (on by default): workloads opted in through Stakater Reloader's annotations
     /// are handled as Reloader would (`docs/migrating-from-reloader.md`); `None` when off.
     pub reloader: Option<wave_core::reloader::Options>,
+    /// `--cross-namespace-references`: whether `extra-*` may name config in another namespace.
+    pub cross_namespace: wave_core::refs::CrossNamespace,
     /// What the binary is (`wave_build_info`, the startup log line).
     pub build: BuildInfo,
 }

@@ -202,6 +202,8 @@ pub struct Metrics {
     pub rollouts: Family<KindLabel, Counter>,
     /// Workloads whose required config is missing.
     pub waiting_for_config: Gauge,
+    /// Workloads whose references to another namespace `--cross-namespace-references=deny` left out.
+    pub denied_references: Gauge,
     /// Opted-in workloads in the index.
     pub tracked_workloads: Gauge,
     /// Distinct config objects referenced by opted-in workloads (present or not).
@@ -260,6 +262,7 @@ impl Metrics {
             reconcile_errors: Family::default(),
             rollouts: Family::default(),
             waiting_for_config: Gauge::default(),
+            denied_references: Gauge::default(),
             tracked_workloads: Gauge::default(),
             tracked_config_objects: Gauge::default(),
             selected_namespaces: Gauge::default(),
@@ -307,6 +310,11 @@ impl Metrics {
             "workloads_waiting_for_config",
             "Opted-in workloads whose required config is missing",
             m.waiting_for_config.clone(),
+        );
+        r.register(
+            "workloads_with_denied_references",
+            "Opted-in workloads whose references to config in another namespace were left out",
+            m.denied_references.clone(),
         );
         r.register(
             "tracked_workloads",

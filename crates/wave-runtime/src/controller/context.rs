@@ -47,6 +47,8 @@ pub struct Context {
     pub lease: Option<LeaseCheck>,
     /// Workloads waiting for missing config, each reported once per distinct missing set.
     pub missing: MissingReports,
+    /// Workloads whose references to another namespace were denied, each reported once per distinct set.
+    pub denied: MissingReports,
     /// `--max-gate-duration`: how long wave's scheduling gate may hold pods.
     pub max_gate: Duration,
     /// How the config hash is computed (keyed with `--hash-key-secret`).

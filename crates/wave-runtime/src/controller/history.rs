@@ -3,13 +3,17 @@
 //!
 //! ```text
 //! keep:    reconcile found nothing to write, history on, the template's hash is the config's hash,
-//!          not yet kept for this hash and generation
+//!          not yet kept for this hash and generation, and every reference in the workload's namespace
+//!          (else ─► one Warning: history copies nothing across namespaces)
 //!   ─► its controller has not reported this generation observed yet ─► look again shortly (Waiting)
 //!   ─► the revision carrying the hash (ReplicaSets / ControllerRevisions listed by the template's labels)
-//!   ─► create the snapshot ConfigMap (and Secret), or add the revision to its owners
-//!      refused (RBAC, too large) ─► one Warning `ConfigSnapshotFailed` for this hash; nothing retried
-//! restore: an undo of a workload with `undo: restore-config`
-//!   ─► the snapshot of the hash it went back to (none, or restoring it cannot give that hash ─► refused)
+//!   ─► create the snapshot ConfigMap (and Secret), or add the revision to the owners of one that is
+//!      exactly this snapshot (an object of that name that is not ─► left alone)
+//!      refused (RBAC, too large, not ours) ─► one Warning `ConfigSnapshotFailed` for this hash
+//! restore: an undo of a workload with `undo: restore-config`, every reference in its namespace
+//!   ─► the snapshot of the hash it went back to, trusted only if wave made it (labels, annotations,
+//!      immutable, owned by one of the workload's revisions) and its data hashes to that hash
+//!      (none, untrusted, or restoring it cannot give that hash ─► refused)
 //!   ─► every object it restores exists, is mutable, and no tool manages it (else ─► refused)
 //!   ─► one merge patch per object, guarded by its resourceVersion ─► `ConfigRestored`
 //!      (noted in `Restores`: workloads using these objects wait until the watches show every write)
@@ -61,6 +65,13 @@ pub async fn keep(
         // Pinned to an earlier hash, or a hash someone else wrote: not the data behind it.
         return Ok(None);
     }
+    if let Some(key) = history::foreign_config(&id.namespace, refs) {
+        let note = format!(
+            "No config snapshot of hash {hash}: it reads {key}, in another namespace, and history never copies config across namespaces. See docs/security.md."
+        );
+        refused(ctx, workload, hash, note);
+        return Ok(None);
+    }
     if !ctx.may_write().await.unwrap_or(false) {
         return Ok(None);
     }
@@ -82,13 +93,8 @@ pub async fn keep(
     let revisions = match api::list_revisions(&ctx.client, id, &workload.uid, &selector.join(",")).await {
         Ok(revisions) => revisions,
         Err(e) if refused_for_good(&e) => {
-            refused(
-                ctx,
-                workload,
-                hash,
-                format!("Listing the revisions of {id} failed"),
-                &e,
-            );
+            let note = format!("Listing the revisions of {id} failed: {}", describe(&e));
+            refused(ctx, workload, hash, note);
             return Ok(None);
         }
         Err(e) => return Err(fail("listing its revisions".into())(e)),
@@ -105,22 +111,37 @@ pub async fn keep(
     let config_map = snapshot.config_map(id, hash, owner.clone());
     let mut results = Vec::new();
     if let Some(secret) = &secret {
-        results.push(api::create_or_own(&ctx.client, secret, owner).await);
+        results.push(("Secret", api::create_or_own(&ctx.client, secret, owner).await));
     }
-    if results.iter().all(Result::is_ok) {
-        results.push(api::create_or_own(&ctx.client, &config_map, owner).await);
+    if results
+        .iter()
+        .all(|(_, r)| matches!(r, Ok(k) if *k != api::Kept::NotOurs))
+    {
+        results.push((
+            "ConfigMap",
+            api::create_or_own(&ctx.client, &config_map, owner).await,
+        ));
     }
-    for result in results {
+    for (kind, result) in results {
         match result {
+            Ok(api::Kept::NotOurs) => {
+                let note = format!(
+                    "Keeping the config snapshot {name} (revision {}): a {kind} of that name exists that is not the snapshot wave would write; it is left alone, and no snapshot is kept for this hash",
+                    revision.number
+                );
+                refused(ctx, workload, hash, note);
+                return Ok(None);
+            }
             Ok(done) => {
                 tracing::debug!(workload = %id, snapshot = %name, ?done, revision = revision.number, "config snapshot kept");
             }
             Err(e) if refused_for_good(&e) => {
-                let what = format!(
-                    "Keeping the config snapshot {name} (revision {})",
-                    revision.number
+                let note = format!(
+                    "Keeping the config snapshot {name} (revision {}): {}",
+                    revision.number,
+                    describe(&e)
                 );
-                refused(ctx, workload, hash, what, &e);
+                refused(ctx, workload, hash, note);
                 return Ok(None);
             }
             Err(e) => return Err(fail(format!("keeping the config snapshot {name}"))(e)),
@@ -137,9 +158,9 @@ fn refused_for_good(e: &kube::Error) -> bool {
 }
 
 /// Says once for this hash that its snapshot cannot be kept, and why.
-fn refused(ctx: &Context, workload: &Workload, hash: &str, what: String, e: &kube::Error) {
+fn refused(ctx: &Context, workload: &Workload, hash: &str, why: String) {
     ctx.kept_snapshots.note(&workload.id, hash, workload.generation);
-    let note = format!("{what}: {}. See docs/history.md.", describe(e));
+    let note = format!("{why}. See docs/history.md.");
     tracing::warn!(workload = %workload.id, "{note}");
     ctx.events.publish(
         workload,
@@ -174,6 +195,11 @@ pub async fn restore(
             source: Box::new(e),
         }
     };
+    if let Some(key) = history::foreign_config(&id.namespace, refs) {
+        return Ok(Restored::Refused(format!(
+            "the template reads {key}, in another namespace, and a restore writes only config in the workload's own namespace"
+        )));
+    }
     let name = Snapshot::name(id, &pin.hash);
     let Some((cm, secret)) = api::get_snapshot(&ctx.client, id, &pin.hash)
         .await
@@ -184,6 +210,28 @@ pub async fn restore(
             pin.hash
         )));
     };
+    let revisions = api::list_revisions(&ctx.client, id, &workload.uid, "")
+        .await
+        .map_err(fail(format!("listing the revisions of {id}")))?;
+    let untrusted = std::iter::once(history::untrusted(
+        &cm.metadata,
+        cm.immutable,
+        id,
+        &pin.hash,
+        &revisions,
+    ))
+    .chain(
+        secret
+            .iter()
+            .map(|s| history::untrusted(&s.metadata, s.immutable, id, &pin.hash, &revisions)),
+    )
+    .flatten()
+    .next();
+    if let Some(why) = untrusted {
+        return Ok(Restored::Refused(format!(
+            "the config snapshot is not one wave wrote: {why}"
+        )));
+    }
     let snapshot = match Snapshot::read(&cm, secret.as_ref()) {
         Ok(snapshot) => snapshot,
         Err(e) => return Ok(Restored::Refused(e.to_string())),

@@ -75,8 +75,9 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         tracing::info!(resource = %resource, kind = %kind, "managing a workload resource");
         kinds.push(kind);
     }
-    let mut tracker =
-        Tracker::new(&kinds, config.namespaces.as_ref()).ignoring(config.namespaces_to_ignore.clone());
+    let mut tracker = Tracker::new(&kinds, config.namespaces.as_ref())
+        .ignoring(config.namespaces_to_ignore.clone())
+        .with_cross_namespace(config.cross_namespace);
     if let Some(options) = &config.reloader {
         tracker = tracker.with_reloader(options.clone());
     }
@@ -116,6 +117,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         leader: AtomicBool::new(lease.is_none()),
         lease: lease.as_ref().map(|l| lease::LeaseCheck::new(client.clone(), l)),
         missing: MissingReports::new(metrics.waiting_for_config.clone()),
+        denied: MissingReports::new(metrics.denied_references.clone()),
         max_gate: config.max_gate_duration,
         hashing,
         coalescer: Mutex::default(),
@@ -210,6 +212,7 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
         }
         for id in &fx.deleted {
             ctx.missing.forget(id);
+            ctx.denied.forget(id);
             ctx.coalescer().forget(id);
             ctx.settled().remove(id);
             ctx.pacer().forget(id);

@@ -137,6 +137,7 @@ async fn plan_and_write(
     }
     let Some(mut workload) = ctx.tracker().workload(id) else {
         ctx.missing.forget(id);
+        ctx.denied.forget(id);
         return Ok(Outcome::Gone);
     };
     tracing::debug!(workload = %id, resource_version = %workload.resource_version, "reconciling");
@@ -159,8 +160,11 @@ async fn plan_and_write(
         return super::reloader::reconcile(ctx, workload, triggered).await;
     }
     for attempt in 1..=CONFLICT_ATTEMPTS {
-        let mut refs = workload.references();
-        let unwatched = ctx.tracker().restrict_to_watched(&mut refs);
+        let (refs, unwatched) = ctx.tracker().references(&workload);
+        match refs.denied_message() {
+            Some(message) => report_denied(ctx, &workload, message),
+            None => ctx.denied.forget(id),
+        }
         for key in &unwatched {
             tracing::warn!(workload = %id, config = %key, "reference outside the watched namespaces is treated as absent and optional");
         }
@@ -562,6 +566,21 @@ fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggered: Opt
             reason::SCHEDULING_ENABLED,
             action::UPDATE_CONFIG_HASH,
             note,
+        );
+    }
+}
+
+/// Says once per distinct set that references to another namespace were left out (the same words
+/// whether or not those objects exist: `docs/security.md`).
+fn report_denied(ctx: &Context, workload: &Workload, message: String) {
+    if ctx.denied.report(&workload.id, &message) {
+        tracing::warn!(workload = %workload.id, "{message}");
+        ctx.events.publish(
+            workload,
+            EventType::Warning,
+            reason::CROSS_NAMESPACE_REFERENCE_DENIED,
+            action::CHECK_CONFIG,
+            message,
         );
     }
 }

@@ -158,8 +158,7 @@ async fn admit(
             return Ok(None);
         }
     }
-    let mut refs = workload.references();
-    ctx.tracker().restrict_to_watched(&mut refs);
+    let (refs, _unwatched) = ctx.tracker().references(&workload);
     let fetched = ctx
         .content
         .resolve(&refs, &ctx.tracker)
