@@ -348,7 +348,12 @@ async fn extra_annotations_track_other_namespaces_and_same_names_do_not_mask_eac
     create_configmap(&client, &ns, "shared", json!({"k": "here"})).await;
     create_configmap(&client, &other, "shared", json!({"k": "there"})).await;
     create_secret(&client, &other, "remote-secret", json!({"s": "1"})).await;
-    let wave = Wave::start(&[&ns, &other], &["--update-rate=inf"]).await;
+    // Naming another namespace is Wave's behaviour, which a cluster admin allows explicitly.
+    let wave = Wave::start(
+        &[&ns, &other],
+        &["--update-rate=inf", "--cross-namespace-references=allow"],
+    )
+    .await;
     let extras = [
         (
             "wave.pusher.com/extra-configmaps",

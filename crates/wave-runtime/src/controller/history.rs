@@ -67,7 +67,7 @@ pub async fn keep(
     }
     if let Some(key) = history::foreign_config(&id.namespace, refs) {
         let note = format!(
-            "No config snapshot of hash {hash}: it reads {key}, in another namespace, and history never copies config across namespaces. See docs/security.md."
+            "No config snapshot of hash {hash}: it reads {key}, in another namespace, and history never copies config across namespaces (docs/security.md)"
         );
         refused(ctx, workload, hash, note);
         return Ok(None);
