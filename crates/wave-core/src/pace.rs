@@ -256,7 +256,11 @@ pub fn census<'a>(
             State::Failed(why) => {
                 let released = w.annotations.get(names::HALT_RELEASED) == Some(&marker.hash);
                 if !released {
-                    for version in marker.delivers() {
+                    // A marker is metadata its workload's owner can write, so a failure halts only
+                    // versions of config in the workload's own namespace: nobody halts another
+                    // namespace's rollouts (`docs/security.md`).
+                    let own = |v: &Version| v.key().is_some_and(|k| k.namespace == w.id.namespace);
+                    for version in marker.delivers().into_iter().filter(own) {
                         c.halts.entry(version.clone()).or_insert_with(|| Halt {
                             version,
                             failed: w.id.clone(),
@@ -556,6 +560,25 @@ mod tests {
             halt.version.key(),
             Some(ConfigKey::new(ConfigKind::ConfigMap, "ns", "cm")),
             "the object is read back from the marker"
+        );
+    }
+
+    #[test]
+    fn a_failed_rollout_halts_no_config_version_of_another_namespace_whatever_its_marker_says() {
+        // A tenant can write any marker on their own workload and make its rollout fail: naming the
+        // victim's ConfigMap in it must not halt the victim's rollouts.
+        let mut forged = rolled("a", "h", "bad", failed());
+        let versions = BTreeMap::from([
+            ("ConfigMap/victim/cfg".to_string(), "guessed".to_string()),
+            ("ConfigMap/ns/cm".to_string(), "bad".to_string()),
+        ]);
+        let marker = Marker::next("h", versions, None, now());
+        forged.annotations.insert(names::ROLLOUT.into(), marker.render());
+        let c = census([&forged], DEFAULT_ROLLOUT_DEADLINE, now());
+        assert!(c.halt_for(&[v("ConfigMap/victim/cfg", "guessed")]).is_none());
+        assert!(
+            c.halt_for(&[v("ConfigMap/ns/cm", "bad")]).is_some(),
+            "its own config still halts"
         );
     }
 
