@@ -142,8 +142,8 @@ pub struct ConfigMeta {
     pub key: ConfigKey,
     /// Version.
     pub version: ObjectVersion,
-    /// The uids its `ownerReferences` name (Wave ≤ v0.6 made referenced config owned by the workload;
-    /// `docs/migrating-from-wave.md`). Usually empty.
+    /// The uids its `ownerReferences` of Wave ≤ v0.6's shape name (`legacy::has_waves_shape`: Wave made
+    /// referenced config owned by the workload; `docs/migrating-from-wave.md`). Usually empty.
     pub owners: Vec<String>,
     /// It says `wave.pusher.com/ignore: "true"`: its changes wake nobody.
     pub ignored: bool,
