@@ -331,6 +331,8 @@ async fn with_the_charts_default_rbac_a_workload_wave_left_config_owned_is_still
     let by_old = owner("Deployment", "apps/v1", "old", &old);
     set_owners(&client, &ns, "ConfigMap", "cfg", vec![by_old.clone()]).await;
     set_owners(&client, &ns, "Secret", "creds", vec![by_old]).await;
+    // Its finalizer alone: nothing is owned by it, so wave removes it (a workload patch) even so.
+    create_v06(&client, &ns, "alone", "cfg", "creds", true).await;
 
     // As the chart runs it by default: no --legacy-wave-cleanup, and no rule to patch config. Then with
     // the flag but without the rule (the chart's value turned on by hand, a policy refusing): refused.
@@ -369,6 +371,11 @@ async fn with_the_charts_default_rbac_a_workload_wave_left_config_owned_is_still
             "the last ConfigChanged Event",
             |(_, r, note)| r == "ConfigChanged" && note.contains(&last),
         )
+        .await;
+        wait_for("the finalizer owning nothing to be removed", TIMEOUT, || async {
+            let d = workloads(&client, &ns, DEPLOY).get("alone").await.unwrap();
+            d.metadata.finalizers.is_none().then_some(())
+        })
         .await;
         let warnings: Vec<_> = events_for(&client, &ns, "old")
             .await

@@ -145,22 +145,25 @@ fn consequence(workload: &Workload) -> &'static str {
 }
 
 /// The note of the `Warning LegacyWaveLeft` Event: Wave left owner references to `workload` on
-/// `owned`, which stay without `--legacy-wave-cleanup`.
+/// `owned`, which stay without `--legacy-wave-cleanup`. The objects come last: an Event's note is cut at
+/// 1 KiB, and what to do must survive.
 pub fn left_note(workload: &Workload, owned: &[ConfigKey]) -> String {
     format!(
-        "Wave v0.6 left owner references to this {} on {}. {}. wave removes them only with --legacy-wave-cleanup (chart value rbac.legacyWaveCleanup=true); see docs/migrating-from-wave.md.",
+        "Wave v0.6 left owner references to this {} on its config, which wave removes only with --legacy-wave-cleanup (chart value rbac.legacyWaveCleanup=true; see docs/migrating-from-wave.md). {}. Left on: {}.",
         workload.id.kind.info().kind,
-        list(owned),
         consequence(workload),
+        list(owned),
     )
 }
 
 /// The note of the `Warning LegacyWaveCleanupFailed` Event: `left` could not be removed (`error`).
 pub fn failed_note(workload: &Workload, left: Leftover<'_>, error: &str) -> String {
     match left {
-        Leftover::OwnerReferences(_) => format!(
-            "Could not remove Wave v0.6's {left}: {error}. {}. Removing them needs patch on configmaps and secrets (chart value rbac.legacyWaveCleanup=true); see docs/migrating-from-wave.md.",
+        Leftover::OwnerReferences(keys) => format!(
+            "Could not remove Wave v0.6's owner references to this {}: {error}. Removing them needs patch on configmaps and secrets (chart value rbac.legacyWaveCleanup=true; see docs/migrating-from-wave.md). {}. Left on: {}.",
+            workload.id.kind.info().kind,
             consequence(workload),
+            list(keys),
         ),
         Leftover::Finalizer => format!(
             "Could not remove Wave v0.6's {left}: {error}. Until it is removed, deleting this workload leaves it Terminating; see docs/migrating-from-wave.md."
@@ -354,7 +357,7 @@ mod tests {
             &web(true, true),
             &[cm("a"), ConfigKey::new(ConfigKind::Secret, "ns", "s")],
         );
-        assert!(note.contains("configmap ns/a, secret ns/s"), "{note}");
+        assert!(note.ends_with("Left on: configmap ns/a, secret ns/s."), "{note}");
         assert!(note.contains("rbac.legacyWaveCleanup=true") && note.contains("--legacy-wave-cleanup"));
         assert!(note.contains("does not delete that config"), "{note}");
         let note = left_note(&web(false, true), &[cm("a")]);
@@ -366,9 +369,14 @@ mod tests {
             "forbidden: no",
         );
         assert!(
-            note.contains("owner reference on configmap ns/a: forbidden: no")
-                && note.contains("rbac.legacyWaveCleanup=true"),
+            note.contains("to this Deployment: forbidden: no")
+                && note.contains("rbac.legacyWaveCleanup=true")
+                && note.ends_with("Left on: configmap ns/a."),
             "{note}"
+        );
+        assert_eq!(
+            Leftover::OwnerReferences(&left).to_string(),
+            "owner reference on configmap ns/a"
         );
         let left = [cm("a"), cm("b")];
         let note = failed_note(
@@ -377,8 +385,12 @@ mod tests {
             "forbidden: no",
         );
         assert!(
-            note.contains("owner references on configmap ns/a, configmap ns/b"),
+            note.ends_with("Left on: configmap ns/a, configmap ns/b."),
             "{note}"
+        );
+        assert_eq!(
+            Leftover::OwnerReferences(&left).to_string(),
+            "owner references on configmap ns/a, configmap ns/b"
         );
         let note = failed_note(&web(true, true), Leftover::Finalizer, "the server is down");
         assert!(
