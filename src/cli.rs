@@ -488,6 +488,15 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_CONFIG_HISTORY")]
     pub config_history: bool,
 
+    /// Remove the owner references Wave ≤ v0.6 put on ConfigMaps and Secrets (and then its finalizer), so
+    /// that deleting a workload never deletes its config. Needs `patch` on configmaps and secrets (chart
+    /// value `rbac.legacyWaveCleanup=true`). Without it wave writes no config object: it removes a
+    /// finalizer that owns nothing, and reports the owner references with a Warning
+    /// (`docs/migrating-from-wave.md`).
+    #[arg(long, env = "WAVE_LEGACY_WAVE_CLEANUP", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
+    pub legacy_wave_cleanup: bool,
+
     /// Handle workloads opted in through Stakater Reloader's annotations as Reloader v1.4.21 does,
     /// writing exactly what it writes, so switching from Reloader rolls nothing
     /// (`docs/migrating-from-reloader.md`). `--reloader-compat=false` leaves them alone.
@@ -613,6 +622,7 @@ impl RunArgs {
             max_concurrent_rollouts: self.max_concurrent_rollouts,
             rollout_deadline: self.rollout_deadline,
             config_history: self.config_history,
+            legacy_wave_cleanup: self.legacy_wave_cleanup,
             reloader: self.reloader_compat.then(|| wave_core::reloader::Options {
                 strategy: self.reload_strategy,
                 auto_reload_all: self.auto_reload_all,
@@ -771,6 +781,26 @@ mod tests {
         assert!(
             bad.unwrap_err().to_string().contains("env-vars"),
             "names the accepted values"
+        );
+    }
+
+    #[test]
+    fn the_legacy_wave_cleanup_writes_config_only_when_asked() {
+        assert!(!parse(&["run"]).into_config().legacy_wave_cleanup);
+        assert!(
+            parse(&["run", "--legacy-wave-cleanup"])
+                .into_config()
+                .legacy_wave_cleanup
+        );
+        assert!(
+            parse(&["run", "--legacy-wave-cleanup=true"])
+                .into_config()
+                .legacy_wave_cleanup
+        );
+        assert!(
+            !parse(&["run", "--legacy-wave-cleanup=false"])
+                .into_config()
+                .legacy_wave_cleanup
         );
     }
 

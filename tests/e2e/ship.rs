@@ -182,7 +182,7 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
             "rbac.namespaced=true",
             &namespaces,
         ],
-        vec!["rbac.legacyWaveCleanup=false", "cronJobs.enabled=true"],
+        vec!["rbac.legacyWaveCleanup=true", "cronJobs.enabled=true"],
         vec!["configHistory.enabled=true", "configHistory.allWorkloads=true"],
         vec![
             "reloader.reloadStrategy=annotations",
@@ -268,8 +268,6 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
         r.contains("kind: NetworkPolicy") && !r.contains("port: webhook"),
         "{r}"
     );
-    let patch_config = "resources: [configmaps, secrets]\n    verbs: [patch]";
-    assert!(helm_template("legacy", &ns, &[]).contains(patch_config));
     let r = helm_template("skip", &ns, &["namespacesToIgnore={a,b}"]);
     assert!(r.contains("- --namespaces-to-ignore=a,b"), "{r}");
     let r = helm_template("cron", &ns, &["cronJobs.enabled=true"]);
@@ -277,8 +275,184 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
         r.contains("- --cronjobs") && r.contains("resources: [cronjobs]"),
         "{r}"
     );
-    let r = helm_template("legacy", &ns, &["rbac.legacyWaveCleanup=false"]);
-    assert!(!r.contains(patch_config), "config stays read-only:\n{r}");
+}
+
+/// One permission a render grants: where (`cluster`, or `namespace <ns>` for a Role), the API group, the
+/// resource (`resource/name` under `resourceNames`) and the verb.
+type Grant = (String, String, String, String);
+
+/// Every permission the Roles and ClusterRoles of a render grant.
+fn grants(rendered: &str) -> std::collections::BTreeSet<Grant> {
+    let mut out = std::collections::BTreeSet::new();
+    for d in docs(rendered) {
+        let scope = match kind(&d) {
+            "ClusterRole" => "cluster".to_string(),
+            "Role" => format!(
+                "namespace {}",
+                d["metadata"]["namespace"].as_str().unwrap_or_default()
+            ),
+            _ => continue,
+        };
+        for rule in d["rules"].as_sequence().into_iter().flatten() {
+            let list = |key: &str| -> Vec<String> {
+                rule.get(key)
+                    .and_then(Value::as_sequence)
+                    .into_iter()
+                    .flatten()
+                    .map(|v| v.as_str().expect("a string in a rule").to_string())
+                    .collect()
+            };
+            let names = list("resourceNames");
+            for group in list("apiGroups") {
+                for resource in list("resources") {
+                    for verb in list("verbs") {
+                        let mut grant = |resource: String| {
+                            out.insert((scope.clone(), group.clone(), resource, verb.clone()));
+                        };
+                        if names.is_empty() {
+                            grant(resource.clone());
+                        }
+                        for name in &names {
+                            grant(format!("{resource}/{name}"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether `g` lets wave change or delete a ConfigMap or Secret.
+fn writes_config((_, group, resource, verb): &Grant) -> bool {
+    let core = group.is_empty() || group == "*";
+    let config = ["configmaps", "secrets", "*"]
+        .iter()
+        .any(|r| resource == r || resource.starts_with(&format!("{r}/")));
+    let writes = ["create", "patch", "update", "delete", "deletecollection", "*"].contains(&verb.as_str());
+    core && config && writes
+}
+
+#[test]
+fn the_default_chart_grants_no_write_on_any_configmap_or_secret_and_each_option_only_its_own_rule() {
+    let ns = "wave-system";
+    for sets in [
+        vec![],
+        vec!["replicas=2"],
+        vec!["rbac.namespaced=true", "namespaces={a,b}"],
+    ] {
+        let writes: Vec<Grant> = grants(&helm_template("wave", ns, &sets))
+            .into_iter()
+            .filter(writes_config)
+            .collect();
+        assert!(
+            writes.is_empty(),
+            "the chart with {sets:?} lets wave write config: {writes:?}"
+        );
+    }
+    let base = grants(&helm_template("wave", ns, &[]));
+    let rule = |scope: &str, group: &str, resources: &[&str], verbs: &[&str]| {
+        let mut out = std::collections::BTreeSet::new();
+        for resource in resources {
+            for verb in verbs {
+                out.insert((scope.into(), group.into(), resource.to_string(), verb.to_string()));
+            }
+        }
+        out
+    };
+    let config = ["configmaps", "secrets"];
+    let history = rule("cluster", "", &config, &["create", "patch"])
+        .union(&rule(
+            "cluster",
+            "apps",
+            &["replicasets", "controllerrevisions"],
+            &["list"],
+        ))
+        .cloned()
+        .collect();
+    let hash_key = rule(&format!("namespace {ns}"), "", &["secrets/k"], &["get"]);
+    for (sets, own) in [
+        (
+            vec!["rbac.legacyWaveCleanup=true"],
+            rule("cluster", "", &config, &["patch"]),
+        ),
+        (vec!["configHistory.enabled=true"], history),
+        (vec!["hashKeySecret.name=k"], hash_key),
+    ] {
+        let with = grants(&helm_template("wave", ns, &sets));
+        let added: std::collections::BTreeSet<Grant> = with.difference(&base).cloned().collect();
+        assert_eq!(added, own, "{sets:?} adds its own rule and nothing else");
+        let lost: Vec<&Grant> = base.difference(&with).collect();
+        assert!(lost.is_empty(), "{sets:?} takes {lost:?} away");
+    }
+    // The value that grants the rule also turns on the flag that uses it.
+    assert!(
+        helm_template("wave", ns, &["rbac.legacyWaveCleanup=true"]).contains("- --legacy-wave-cleanup\n")
+    );
+    assert!(!helm_template("wave", ns, &[]).contains("--legacy-wave-cleanup"));
+}
+
+/// The permissions table of README.md, between these markers, is the chart's default ClusterRole.
+const PERMISSIONS_BEGIN: &str = "<!-- The chart's default ClusterRole, generated by \
+    `UPDATE_GOLDEN=1 cargo test --test e2e ship::the_readme_permissions`; edit the chart, not this. -->\n";
+const PERMISSIONS_END: &str = "<!-- end of the generated permissions -->";
+
+#[test]
+fn the_readme_permissions_table_is_the_default_charts_cluster_role() {
+    let rendered = docs(&helm_template("wave", "wave-system", &[]));
+    let role = rendered
+        .iter()
+        .find(|d| kind(d) == "ClusterRole")
+        .expect("the default chart renders a ClusterRole");
+    let cell = |rule: &Value, key: &str, quote: bool| {
+        rule[key]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                let v = v.as_str().unwrap();
+                match (quote, v) {
+                    (true, "") => "`\"\"`".to_string(),
+                    (true, group) => format!("`{group}`"),
+                    (false, v) => v.to_string(),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let rows: Vec<String> = role["rules"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|rule| {
+            format!(
+                "| {} | {} | {} |",
+                cell(rule, "apiGroups", true),
+                cell(rule, "resources", false),
+                cell(rule, "verbs", false)
+            )
+        })
+        .collect();
+    let table = format!(
+        "| API group | Resources | Verbs |\n|---|---|---|\n{}\n",
+        rows.join("\n")
+    );
+    let path = repo_root().join("README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let start = readme.find(PERMISSIONS_BEGIN).expect("the README's begin marker") + PERMISSIONS_BEGIN.len();
+    let end = start
+        + readme[start..]
+            .find(PERMISSIONS_END)
+            .expect("the README's end marker");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, format!("{}{table}{}", &readme[..start], &readme[end..])).unwrap();
+        return;
+    }
+    assert_eq!(
+        &readme[start..end],
+        table,
+        "README.md's permissions differ from the chart's default ClusterRole (UPDATE_GOLDEN=1 regenerates them)"
+    );
 }
 
 #[tokio::test]

@@ -51,7 +51,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: [configmaps, secrets]
   verbs: [get, list, watch]
 {{- if .Values.rbac.legacyWaveCleanup }}
-# Removing the owner references Wave v0.6 put on config (docs/migrating-from-wave.md).
+# --legacy-wave-cleanup: removing the owner references Wave v0.6 put on config (docs/migrating-from-wave.md).
 - apiGroups: [""]
   resources: [configmaps, secrets]
   verbs: [patch]

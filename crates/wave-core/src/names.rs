@@ -59,7 +59,8 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// The Deployment controller's revision number of a Deployment (metadata annotation).
 pub const DEPLOYMENT_REVISION: &str = "deployment.kubernetes.io/revision";
 /// The finalizer Wave ≤ v0.6 put on workloads (it also made their config owned by them); wave removes
-/// both, as Wave v0.7+ does (`docs/migrating-from-wave.md`).
+/// both, as Wave v0.7+ does, the owner references only with `--legacy-wave-cleanup`
+/// (`docs/migrating-from-wave.md`).
 pub const LEGACY_FINALIZER: &str = "wave.pusher.com/finalizer";
 /// Written by Wave's webhook when it gated scheduling; the value is the original `schedulerName`.
 pub const SCHEDULING_DISABLED: &str = "wave.pusher.com/scheduling-disabled";
@@ -155,8 +156,11 @@ pub mod reason {
     /// Normal, on a workload: wave removed what Wave ≤ v0.6 left (its finalizer, its owner references
     /// on the workload's config).
     pub const LEGACY_WAVE_REMOVED: &str = "LegacyWaveRemoved";
-    /// Warning, on a workload: what Wave ≤ v0.6 left could not be removed.
+    /// Warning, on a workload: what Wave ≤ v0.6 left could not be removed (refused, or failed).
     pub const LEGACY_WAVE_CLEANUP_FAILED: &str = "LegacyWaveCleanupFailed";
+    /// Warning, on a workload: Wave ≤ v0.6 left owner references to it on config, which wave removes
+    /// only with `--legacy-wave-cleanup`.
+    pub const LEGACY_WAVE_LEFT: &str = "LegacyWaveLeft";
     /// Normal, on a workload: its template went back to an earlier config hash, and wave pinned it.
     pub const ROLLOUT_UNDO_DETECTED: &str = "RolloutUndoDetected";
     /// Warning, on a workload: the snapshot of the config behind its hash could not be kept.

@@ -142,8 +142,8 @@ pub struct ConfigMeta {
     pub key: ConfigKey,
     /// Version.
     pub version: ObjectVersion,
-    /// The uids its `ownerReferences` name (Wave ≤ v0.6 made referenced config owned by the workload;
-    /// `docs/migrating-from-wave.md`). Usually empty.
+    /// The uids named by those of its `ownerReferences` that have the shape Wave ≤ v0.6 wrote
+    /// (`legacy::has_waves_shape`; `docs/migrating-from-wave.md`). Usually empty.
     pub owners: Vec<String>,
     /// It says `wave.pusher.com/ignore: "true"`: its changes wake nobody.
     pub ignored: bool,
@@ -828,7 +828,7 @@ impl Tracker {
         }
     }
 
-    /// The config objects whose `ownerReferences` name `uid`.
+    /// The config objects whose Wave-shaped `ownerReferences` name `uid` (see [`ConfigMeta::owners`]).
     pub fn owned_by(&self, uid: &str) -> Vec<ConfigKey> {
         self.owned
             .get(uid)

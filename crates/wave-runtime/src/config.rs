@@ -62,6 +62,9 @@ pub struct Config {
     pub rollout_deadline: Duration,
     /// Keep config history for every workload that does not say `config-history: "false"`.
     pub config_history: bool,
+    /// `--legacy-wave-cleanup`: remove the owner references Wave ≤ v0.6 put on config (patches config
+    /// objects); without it they are reported, and left.
+    pub legacy_wave_cleanup: bool,
     /// `--reloader-compat` (on by default): workloads opted in through Stakater Reloader's annotations
     /// are handled as Reloader would (`docs/migrating-from-reloader.md`); `None` when off.
     pub reloader: Option<wave_core::reloader::Options>,

@@ -7,6 +7,8 @@
 //! - [`MissingReports`]: the last missing-config message per workload, so that each distinct missing set
 //!   is reported once (one `ConfigMissing` or `SchedulingDisabled` Event), and the
 //!   `wave_workloads_waiting_for_config` gauge that counts them.
+//! - [`LegacyReports`]: the last thing said about what Wave ≤ v0.6 left on each workload (left in place
+//!   without `--legacy-wave-cleanup`, or refused), so that each is one Warning, not one per reconcile.
 //! - [`KnownHashes`]: the last config hashes each workload carried, for undo detection.
 //! - [`Liveness`]: the essential tasks (the watch router, the workers, the resync) that have ended,
 //!   which makes `/livez` fail: a controller whose loop died must be restarted, not left "ok".
@@ -95,6 +97,53 @@ mod tests {
             reports.report(&id("a"), "missing configmap y"),
             "reported again after forgetting"
         );
+    }
+}
+
+/// See the module docs: workload → the last note published about Wave ≤ v0.6's leftovers on it. Holds
+/// only workloads with leftovers that wave could not remove; forgotten once they are gone.
+#[derive(Default)]
+pub struct LegacyReports(Mutex<HashMap<WorkloadRef, String>>);
+
+impl LegacyReports {
+    /// Records `note` for `workload`. True when it is not the last one recorded: the caller publishes it.
+    pub fn report(&self, workload: &WorkloadRef, note: &str) -> bool {
+        let mut reported = lock(&self.0);
+        let is_new = reported.get(workload).map(String::as_str) != Some(note);
+        if is_new {
+            reported.insert(workload.clone(), note.to_string());
+        }
+        is_new
+    }
+
+    /// Forgets `workload`: nothing is left on it, or it was deleted.
+    pub fn forget(&self, workload: &WorkloadRef) {
+        lock(&self.0).remove(workload);
+    }
+}
+
+#[cfg(test)]
+mod legacy_tests {
+    use super::*;
+    use wave_core::workload::WorkloadKind;
+
+    #[test]
+    fn each_note_about_legacy_leftovers_is_published_once_per_workload_until_forgotten() {
+        let reports = LegacyReports::default();
+        let web = WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", "web");
+        let db = WorkloadRef::new(WorkloadKind::STATEFUL_SET, "ns", "db");
+        assert!(reports.report(&web, "left on configmap ns/a"));
+        assert!(
+            !reports.report(&web, "left on configmap ns/a"),
+            "the next reconcile"
+        );
+        assert!(reports.report(&db, "left on configmap ns/a"), "another workload");
+        assert!(
+            reports.report(&web, "left on configmap ns/a, configmap ns/b"),
+            "something new"
+        );
+        reports.forget(&web);
+        assert!(reports.report(&web, "left on configmap ns/a, configmap ns/b"));
     }
 }
 

@@ -15,7 +15,7 @@ use wave_core::refs::ConfigKey;
 use wave_core::tracker::Tracker;
 use wave_core::workload::WorkloadRef;
 
-use super::bookkeeping::{KeptSnapshots, KnownHashes, Liveness, MissingReports, Restores};
+use super::bookkeeping::{KeptSnapshots, KnownHashes, LegacyReports, Liveness, MissingReports, Restores};
 use super::content::ContentCache;
 use super::watch::WatchHealth;
 use super::workqueue::WorkQueue;
@@ -69,6 +69,10 @@ pub struct Context {
     pub known_hashes: KnownHashes,
     /// `--config-history`: keep config snapshots for every workload that does not opt out.
     pub config_history: bool,
+    /// `--legacy-wave-cleanup`: config objects may be patched to remove Wave ≤ v0.6's owner references.
+    pub legacy_wave_cleanup: bool,
+    /// What was said about Wave ≤ v0.6's leftovers, once per workload.
+    pub legacy_reports: LegacyReports,
     /// The config snapshots known to be kept.
     pub kept_snapshots: KeptSnapshots,
     /// Restores the watches have not shown whole yet.

@@ -1,40 +1,60 @@
-//! Removing what Wave ≤ v0.6 left behind (`wave_core::legacy`): first the owner references from the
-//! workload's config objects, then its finalizer, before anything else is done for the workload.
+//! What Wave ≤ v0.6 left behind (`wave_core::legacy`): first the owner references Wave wrote on the
+//! workload's config objects, then its finalizer, before anything else is done for the workload. A
+//! cleanup that cannot be done never stops the workload from being hashed and rolled.
 //!
 //! ```text
-//! workload with the finalizer, or opted in ─► tracker: config objects owned by its uid
-//!   ─► per object: read its metadata, merge-patch the owner references that stay (resourceVersion-guarded)
-//!   ─► the finalizer, if any ─► one Normal LegacyWaveRemoved Event
-//!   any failure ─► one Warning LegacyWaveCleanupFailed per reconcile; the finalizer stays (so the
-//!                  config is never deleted with the workload); retried with backoff
+//! workload ─► decide (core): the config objects whose Wave-shaped owner references name it (tracker),
+//!             its finalizer, --legacy-wave-cleanup
+//!   Nothing ─► done
+//!   Report  ─► nothing written; one Warning LegacyWaveLeft per distinct set, and a log line
+//!   Remove  ─► per object: read its metadata, merge-patch the owner references that stay (only Wave's
+//!              go; resourceVersion-guarded) ─► the finalizer, if any ─► one Normal LegacyWaveRemoved
+//!     refused (403) ─► the finalizer stays; one Warning LegacyWaveCleanupFailed naming what is left and
+//!                      the chart value; the reconcile goes on; tried again at the next reconcile
+//!     other failure ─► the finalizer stays; the same Warning; the reconcile fails, retried with backoff
 //! ```
 
-use wave_core::legacy;
+use wave_core::legacy::{self, Action, Leftover};
 use wave_core::names::{action, reason};
+use wave_core::refs::ConfigKey;
 use wave_core::workload::Workload;
 
 use super::context::Context;
-use crate::api::{self, describe, is_not_found};
+use crate::api::{self, describe, is_not_found, status_code};
 use crate::error::ReconcileError;
 use crate::events::EventType;
 
 /// What [`clean`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Cleanup {
-    /// Nothing was left.
+    /// Nothing was removed: nothing was left, or what was left stays (and was reported).
     Nothing,
     /// Something was left, but this replica may not write now.
     NotWriting,
-    /// Something was removed: the workload's resourceVersion moved on.
+    /// Something was removed: the workload's resourceVersion may have moved on.
     Done,
 }
 
-/// Removes what Wave ≤ v0.6 left on `workload`, once this replica has confirmed it may write.
+/// Removes what Wave ≤ v0.6 left on `workload` (once this replica has confirmed it may write), or says
+/// once what it leaves.
 pub async fn clean(ctx: &Context, workload: &Workload) -> Result<Cleanup, ReconcileError> {
     let owned = ctx.tracker().owned_by(&workload.uid);
-    if owned.is_empty() && !workload.legacy_finalizer {
-        return Ok(Cleanup::Nothing);
-    }
+    let owned = match legacy::decide(workload, owned, ctx.legacy_wave_cleanup) {
+        Action::Nothing => {
+            ctx.legacy_reports.forget(&workload.id);
+            return Ok(Cleanup::Nothing);
+        }
+        Action::Report { owned } => {
+            warn_once(
+                ctx,
+                workload,
+                reason::LEGACY_WAVE_LEFT,
+                legacy::left_note(workload, &owned),
+            );
+            return Ok(Cleanup::Nothing);
+        }
+        Action::Remove { owned } => owned,
+    };
     let may_write = ctx
         .may_write()
         .await
@@ -45,94 +65,113 @@ pub async fn clean(ctx: &Context, workload: &Workload) -> Result<Cleanup, Reconc
     if !may_write {
         return Ok(Cleanup::NotWriting);
     }
-    let result = remove(ctx, workload, &owned).await;
-    match &result {
-        Ok(removed) if !removed.is_empty() => {
-            let note = format!(
-                "Removed what Wave v0.6 left: {}. Deleting this workload no longer deletes its config, nor waits for Wave.",
-                removed.join(", ")
-            );
-            tracing::info!(workload = %workload.id, "{note}");
-            ctx.events.publish(
-                workload,
-                EventType::Normal,
-                reason::LEGACY_WAVE_REMOVED,
-                action::REMOVE_LEGACY,
-                note,
-            );
-        }
-        Ok(_) => {}
-        Err(e) => {
-            let source = e.api_error().map(|(_, s)| describe(s)).unwrap_or_default();
-            let note = format!(
-                "Could not remove Wave v0.6's {}: {source}. Until it is removed the finalizer stays, so deleting the workload never deletes its config.",
-                match e {
-                    ReconcileError::LegacyCleanup { what, .. } => what.as_str(),
-                    _ => "leftovers",
-                }
-            );
-            ctx.events.publish(
-                workload,
-                EventType::Warning,
-                reason::LEGACY_WAVE_CLEANUP_FAILED,
-                action::REMOVE_LEGACY,
-                note,
-            );
-        }
+    let Removal { removed, left } = remove(ctx, workload, &owned).await;
+    if !removed.is_empty() {
+        let note = format!(
+            "Removed what Wave v0.6 left: {}. Deleting this workload no longer deletes its config, nor waits for Wave.",
+            removed.join(", ")
+        );
+        tracing::info!(workload = %workload.id, "{note}");
+        ctx.events.publish(
+            workload,
+            EventType::Normal,
+            reason::LEGACY_WAVE_REMOVED,
+            action::REMOVE_LEGACY,
+            note,
+        );
     }
-    result.map(|removed| {
-        if removed.is_empty() {
-            Cleanup::Nothing
-        } else {
-            Cleanup::Done
-        }
+    let done = if removed.is_empty() {
+        Cleanup::Nothing
+    } else {
+        Cleanup::Done
+    };
+    let Some((left, error)) = left else {
+        ctx.legacy_reports.forget(&workload.id);
+        return Ok(done);
+    };
+    let leftover = match &left {
+        Some(keys) => Leftover::OwnerReferences(keys),
+        None => Leftover::Finalizer,
+    };
+    let note = legacy::failed_note(workload, leftover, &describe(&error));
+    warn_once(ctx, workload, reason::LEGACY_WAVE_CLEANUP_FAILED, note);
+    if status_code(&error) == Some(403) {
+        // Refused (RBAC, or a policy): retrying at once would only repeat it. The workload is still
+        // hashed; the next reconcile tries again, so granting the rule is enough.
+        return Ok(done);
+    }
+    Err(ReconcileError::LegacyCleanup {
+        workload: workload.id.clone(),
+        what: leftover.to_string(),
+        source: Box::new(error),
     })
 }
 
-/// The removals, owner references first; what was removed, in words.
-async fn remove(
-    ctx: &Context,
-    workload: &Workload,
-    owned: &[wave_core::refs::ConfigKey],
-) -> Result<Vec<String>, ReconcileError> {
-    let failed = |what: String| {
-        let id = workload.id.clone();
-        move |e: kube::Error| ReconcileError::LegacyCleanup {
-            workload: id,
-            what,
-            source: Box::new(e),
-        }
-    };
-    let mut removed = Vec::new();
-    for key in owned {
-        let what = format!("owner reference on {key}");
-        let Some(meta) = api::config_metadata(&ctx.client, key)
-            .await
-            .map_err(failed(what.clone()))?
-        else {
-            continue;
-        };
-        let Some(patch) = legacy::owner_patch(&meta, &workload.uid) else {
-            continue;
-        };
-        match api::patch_config_metadata(&ctx.client, key, &patch).await {
-            Ok(()) => removed.push(what),
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => return Err(failed(what)(e)),
-        }
+/// Publishes a Warning about `workload`'s leftovers, and logs it, unless it is what was said last.
+fn warn_once(ctx: &Context, workload: &Workload, reason: &'static str, note: String) {
+    if ctx.legacy_reports.report(&workload.id, &note) {
+        tracing::warn!(workload = %workload.id, "{note}");
+        ctx.events
+            .publish(workload, EventType::Warning, reason, action::REMOVE_LEGACY, note);
     }
-    if workload.legacy_finalizer {
-        let what = "finalizer wave.pusher.com/finalizer".to_string();
-        let meta = api::workload_metadata(&ctx.client, &workload.id)
-            .await
-            .map_err(failed(what.clone()))?;
-        if let Some(patch) = meta.as_ref().and_then(legacy::finalizer_patch) {
-            match api::patch_workload(&ctx.client, &workload.id, &patch).await {
-                Ok(()) => removed.push(what),
-                Err(e) if is_not_found(&e) => {}
-                Err(e) => return Err(failed(what)(e)),
+}
+
+/// What [`remove`] did.
+struct Removal {
+    /// What was removed, in words.
+    removed: Vec<String>,
+    /// What could not be removed (the config objects still owned, or `None` for the finalizer), and
+    /// why. What came after it was not tried: the finalizer stays.
+    left: Option<(Option<Vec<ConfigKey>>, kube::Error)>,
+}
+
+/// The removals, owner references first, then the finalizer; the first failure stops them.
+async fn remove(ctx: &Context, workload: &Workload, owned: &[ConfigKey]) -> Removal {
+    let mut removed = Vec::new();
+    for (i, key) in owned.iter().enumerate() {
+        let result = match api::config_metadata(&ctx.client, key).await {
+            Ok(Some(meta)) => match legacy::owner_patch(&meta, workload) {
+                Some(patch) => api::patch_config_metadata(&ctx.client, key, &patch)
+                    .await
+                    .map(|()| true),
+                None => Ok(false),
+            },
+            Ok(None) => Ok(false),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(true) => removed.push(Leftover::OwnerReferences(std::slice::from_ref(key)).to_string()),
+            Ok(false) => {}
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => {
+                return Removal {
+                    removed,
+                    left: Some((Some(owned[i..].to_vec()), e)),
+                };
             }
         }
     }
-    Ok(removed)
+    if workload.legacy_finalizer {
+        let result = match api::workload_metadata(&ctx.client, &workload.id).await {
+            Ok(meta) => match meta.as_ref().and_then(legacy::finalizer_patch) {
+                Some(patch) => api::patch_workload(&ctx.client, &workload.id, &patch)
+                    .await
+                    .map(|()| true),
+                None => Ok(false),
+            },
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(true) => removed.push(Leftover::Finalizer.to_string()),
+            Ok(false) => {}
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => {
+                return Removal {
+                    removed,
+                    left: Some((None, e)),
+                };
+            }
+        }
+    }
+    Removal { removed, left: None }
 }

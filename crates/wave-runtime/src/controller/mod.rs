@@ -38,7 +38,7 @@ use wave_core::ratelimit::TokenBucket;
 use wave_core::tracker::{Change, Tracker};
 use wave_core::workload::WorkloadRef;
 
-use self::bookkeeping::{KeptSnapshots, KnownHashes, Liveness, MissingReports, Restores};
+use self::bookkeeping::{KeptSnapshots, KnownHashes, LegacyReports, Liveness, MissingReports, Restores};
 use self::content::ContentCache;
 use self::context::Context;
 use self::workqueue::WorkQueue;
@@ -128,6 +128,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         rollout_deadline: config.rollout_deadline,
         known_hashes: KnownHashes::default(),
         config_history: config.config_history,
+        legacy_wave_cleanup: config.legacy_wave_cleanup,
+        legacy_reports: LegacyReports::default(),
         kept_snapshots: KeptSnapshots::default(),
         restores: Restores::default(),
         liveness: Liveness::default(),
@@ -142,6 +144,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         namespaces = %config.namespaces.as_ref().map_or("all".to_string(), |n| n.iter().cloned().collect::<Vec<_>>().join(",")),
         update_rate = config.update_rate,
         update_burst = config.update_burst,
+        legacy_wave_cleanup = config.legacy_wave_cleanup,
         "starting wave"
     );
 
@@ -218,6 +221,7 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
             ctx.pacer().forget(id);
             ctx.known_hashes.forget(id);
             ctx.kept_snapshots.forget(id);
+            ctx.legacy_reports.forget(id);
             ctx.reloader_seen().forget(id);
         }
         for key in &fx.changed_configs {

@@ -1,7 +1,8 @@
 //! The reconcile of one workload: a thin shell around the pure core.
 //!
 //! ```text
-//! leader? ─► view from the tracker ─► what Wave v0.6 left removed (`legacy`) ─► refs (core)
+//! leader? ─► view from the tracker ─► what Wave v0.6 left removed, or reported (`legacy`; a refusal
+//!   does not stop the reconcile) ─► refs (core)
 //!   ─► an object it uses is being restored and the watches lag? look again shortly (Waiting)
 //!   ─► content cache ─► plan (core)
 //!   Noop    ─► done; with config history, the snapshot of the config behind the hash kept (`history`)

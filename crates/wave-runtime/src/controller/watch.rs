@@ -231,10 +231,13 @@ fn config_change<K>(kind: ConfigKind) -> impl Fn(Scope, Event<PartialObjectMeta<
                     ignored,
                     reloader_match,
                     labels: meta.labels.clone().unwrap_or_default(),
+                    // Only the owner references Wave ≤ v0.6 could have written: the legacy cleanup
+                    // never looks at the others.
                     owners: meta
                         .owner_references
                         .unwrap_or_default()
                         .into_iter()
+                        .filter(wave_core::legacy::has_waves_shape)
                         .map(|o| o.uid)
                         .collect(),
                 }
