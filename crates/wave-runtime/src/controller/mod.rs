@@ -115,7 +115,10 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         watch_health: Arc::default(),
         leader: AtomicBool::new(lease.is_none()),
         lease: lease.as_ref().map(|l| lease::LeaseCheck::new(client.clone(), l)),
-        missing: MissingReports::new(metrics.waiting_for_config.clone()),
+        missing: MissingReports::new(
+            metrics.waiting_for_config.clone(),
+            metrics.webhook_reports_dropped.clone(),
+        ),
         max_gate: config.max_gate_duration,
         hashing,
         coalescer: Mutex::default(),
