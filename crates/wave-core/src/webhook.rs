@@ -2,7 +2,7 @@
 //! can reach its port (`docs/webhook.md`, "Who may call it").
 //!
 //! ```text
-//! 32 random bytes ─► PathToken (43 URL-safe characters, in a Secret of wave's namespace)
+//! 32 random bytes ─► PathToken (64 lowercase hex digits, in a Secret of wave's namespace)
 //!   ├─► served_path(kind, token) = /mutate-apps-v1-<kind>/<token>   what the server answers
 //!   ├─► repaired_path / repaired_url: the registration's path with the current token, written into the
 //!   │     MutatingWebhookConfiguration, which only cluster admins may read and the apiserver calls
@@ -13,17 +13,17 @@
 //! apiserver itself, but it does call exactly the path written in the registration, inside TLS. A path
 //! only cluster admins can read is therefore a credential only the apiserver presents.
 
-use base64::Engine as _;
 use subtle::ConstantTimeEq as _;
 
 use crate::kind::WorkloadKind;
 
 /// Random bytes in a token wave generates.
 pub const TOKEN_BYTES: usize = 32;
-/// The shortest token accepted (from a Secret someone else wrote): as long as one wave generates.
+/// The shortest token accepted from a Secret someone else wrote (43 random letters and digits carry
+/// more than 200 bits; wave's own have 64 hex digits).
 pub const TOKEN_MIN_LEN: usize = 43;
-/// The longest token accepted, to keep the path well under any proxy's limit.
-pub const TOKEN_MAX_LEN: usize = 256;
+/// The longest token accepted: a segment of a `service.path` may not be longer.
+pub const TOKEN_MAX_LEN: usize = 253;
 
 /// The secret in the webhook's paths. Its `Debug` never shows it, so it cannot leak into a log line
 /// through a `{:?}`.
@@ -45,15 +45,22 @@ pub enum TokenError {
         /// Its length.
         len: usize,
     },
-    /// A character that is not URL-safe base64 (`A-Z a-z 0-9 - _`).
-    #[error("the token may only use the characters A-Z, a-z, 0-9, - and _")]
+    /// A character other than a lowercase letter or a digit: the apiserver accepts only lowercase
+    /// RFC 1123 subdomains as segments of a `service.path`.
+    #[error("the token may only use lowercase letters and digits")]
     Alphabet,
 }
 
 impl PathToken {
-    /// The token for `bytes` (from a CSPRNG): URL-safe base64 without padding.
+    /// The token for `bytes` (from a CSPRNG): lowercase hex, because the apiserver validates each
+    /// segment of a `service.path` as a lowercase RFC 1123 subdomain (no `_`, no capitals).
     pub fn from_random(bytes: &[u8; TOKEN_BYTES]) -> Self {
-        Self(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+        use std::fmt::Write as _;
+        let mut hex = String::with_capacity(2 * TOKEN_BYTES);
+        for b in bytes {
+            let _ = write!(hex, "{b:02x}");
+        }
+        Self(hex)
     }
 
     /// A token read back from where it is kept. The message never quotes the value.
@@ -62,10 +69,7 @@ impl PathToken {
         if !(TOKEN_MIN_LEN..=TOKEN_MAX_LEN).contains(&len) {
             return Err(TokenError::Length { len });
         }
-        if !text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
+        if !text.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
             return Err(TokenError::Alphabet);
         }
         Ok(Self(text.to_string()))
@@ -78,7 +82,7 @@ impl PathToken {
 
     /// Whether `presented` is this token, in time that does not depend on where they differ.
     pub fn matches(&self, presented: &str) -> bool {
-        // The length is not secret (every generated token has 43 characters); the content is.
+        // The length is not secret (every generated token has 64 characters); the content is.
         self.0.len() == presented.len() && bool::from(self.0.as_bytes().ct_eq(presented.as_bytes()))
     }
 }
@@ -151,9 +155,9 @@ mod tests {
     }
 
     #[test]
-    fn a_generated_token_is_43_url_safe_characters_and_reads_back() {
+    fn a_generated_token_is_64_hex_digits_and_reads_back() {
         let t = token();
-        assert_eq!(t.expose().len(), TOKEN_MIN_LEN);
+        assert_eq!(t.expose(), "07".repeat(TOKEN_BYTES));
         assert_eq!(PathToken::parse(t.expose()), Ok(t.clone()));
         assert_eq!(format!("{t:?}"), "PathToken(<redacted>)");
     }
@@ -161,10 +165,14 @@ mod tests {
     #[test]
     fn a_short_or_odd_token_is_refused_without_quoting_it() {
         assert_eq!(PathToken::parse("abc"), Err(TokenError::Length { len: 3 }));
-        let odd = format!("{}/", "a".repeat(TOKEN_MIN_LEN));
-        let err = PathToken::parse(&odd).unwrap_err();
-        assert_eq!(err, TokenError::Alphabet);
-        assert!(!err.to_string().contains("aaa"));
+        // A segment of a `service.path` must be a lowercase RFC 1123 subdomain.
+        for odd in ["/", "_", "A", "-", "."] {
+            let odd = format!("{}{odd}", "a".repeat(TOKEN_MIN_LEN));
+            let err = PathToken::parse(&odd).unwrap_err();
+            assert_eq!(err, TokenError::Alphabet);
+            assert!(!err.to_string().contains("aaa"));
+        }
+        assert!(PathToken::parse(&"a".repeat(TOKEN_MAX_LEN)).is_ok());
         assert!(PathToken::parse(&"a".repeat(TOKEN_MAX_LEN + 1)).is_err());
     }
 

@@ -138,6 +138,23 @@ const REREAD_GAP: Duration = Duration::from_secs(10);
 /// The largest AdmissionReview read (axum's default for JSON bodies, as before path tokens).
 const BODY_LIMIT: usize = 2 * 1024 * 1024;
 
+/// How much of a refused request's body is read (and dropped), at most, and for how long.
+const REFUSED_DRAIN: usize = 64 * 1024;
+const REFUSED_DRAIN_TIME: Duration = Duration::from_secs(1);
+
+/// Reads up to [`REFUSED_DRAIN`] bytes of `body` and drops them.
+async fn discard(body: axum::body::Body) {
+    use futures::StreamExt as _;
+    let mut chunks = body.into_data_stream();
+    let mut read = 0;
+    while read < REFUSED_DRAIN {
+        match chunks.next().await {
+            Some(Ok(chunk)) => read += chunk.len(),
+            _ => return,
+        }
+    }
+}
+
 /// What the server's one handler needs.
 #[derive(Clone)]
 struct Served {
@@ -162,6 +179,9 @@ async fn handle(State(served): State<Served>, request: Request) -> Response {
         }
         // Neither the path nor the caller is logged: the path may carry a token, right or wrong.
         admission::count(ctx, "unauthorized");
+        // Read and dropped unparsed, so that the 404 reaches the caller over a connection that is not
+        // cut in the middle of its upload; bounded in size and time, never kept.
+        let _ = tokio::time::timeout(REFUSED_DRAIN_TIME, discard(request.into_body())).await;
         return StatusCode::NOT_FOUND.into_response();
     }
     let body = match axum::body::to_bytes(request.into_body(), BODY_LIMIT).await {
