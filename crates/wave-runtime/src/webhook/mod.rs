@@ -80,6 +80,15 @@ pub enum WebhookError {
         /// `namespace/name`.
         secret: String,
     },
+    /// The apiserver refused the update of the configuration's `caBundle` or paths. Its message, which
+    /// may quote the refused path, is kept with the path token cut out.
+    #[error("updating MutatingWebhookConfiguration {configuration} failed: {reason}")]
+    RegistrationRefused {
+        /// Its name.
+        configuration: String,
+        /// The apiserver's message, the token replaced by `<token>`.
+        reason: String,
+    },
     /// Reading or updating the configuration's `caBundle` or paths failed.
     #[error("reading or updating MutatingWebhookConfiguration {configuration} failed")]
     Registration {

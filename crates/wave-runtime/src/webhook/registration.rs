@@ -71,6 +71,11 @@ fn plan(
     (ops, cas, paths)
 }
 
+/// `message` with every occurrence of `token` replaced by `<token>`.
+fn redact(message: &str, token: &PathToken) -> String {
+    message.replace(token.expose(), "<token>")
+}
+
 /// Brings `configuration` up to date: `ca_pem` into every `caBundle` (`None`: someone else keeps it,
 /// e.g. cert-manager's CA injector) and `token` into every path of wave's.
 pub async fn sync(
@@ -98,7 +103,14 @@ pub async fn sync(
     };
     api.patch(configuration, &params, &Patch::<()>::Json(json_patch::Patch(ops)))
         .await
-        .map_err(err)?;
+        .map_err(|e| match e {
+            // A refusal may quote the value it refused (a validation or policy message): never the token.
+            kube::Error::Api(status) => WebhookError::RegistrationRefused {
+                configuration: configuration.to_string(),
+                reason: redact(&crate::api::describe(&kube::Error::Api(status)), token),
+            },
+            other => err(other),
+        })?;
     tracing::info!(name = %configuration, ca_bundles = cas, paths, "webhook registration updated");
     Ok(())
 }
@@ -160,6 +172,21 @@ mod tests {
         );
         assert_eq!(cc(2).service.as_ref().unwrap().path.as_deref(), Some("/validate"));
         assert_eq!(plan(&synced, Some("CA"), &token).0.len(), 0, "nothing left to do");
+    }
+
+    #[test]
+    fn a_refusal_quoting_the_path_never_carries_the_token() {
+        let token = PathToken::from_random(&[3; TOKEN_BYTES]);
+        let message = format!(
+            "webhooks[0].clientConfig.service.path: Invalid value: \"/mutate-apps-v1-deployment/{}\"",
+            token.expose()
+        );
+        let redacted = redact(&message, &token);
+        assert!(!redacted.contains(token.expose()), "{redacted}");
+        assert!(
+            redacted.contains("/mutate-apps-v1-deployment/<token>"),
+            "{redacted}"
+        );
     }
 
     #[test]
