@@ -12,8 +12,8 @@
 //! ```
 //!
 //! Only the apiserver knows the token (it reads it from the registration, which only cluster admins
-//! may read), so nobody else can make wave hash, gate, publish an Event or even read a request body
-//! (`wave_core::webhook`). The check happens before the body is read.
+//! may read), so nobody else can make wave hash, gate, publish an Event or even parse a request body
+//! (`wave_core::webhook`). The check happens before the body is parsed.
 
 pub mod admission;
 pub mod certs;
@@ -173,8 +173,8 @@ struct Served {
     stale: Arc<Notify>,
 }
 
-/// Every request. Only a POST on a served path with the current token is read; anything else gets a
-/// bare 404, the same for every path and every namespace, before the body is read.
+/// Every request. Only a POST on a served path with the current token is parsed and decided; anything
+/// else gets a bare 404, the same for every path and every namespace, its body never parsed.
 async fn handle(State(served): State<Served>, request: Request) -> Response {
     let ctx = &served.ctx;
     let path = request.uri().path();
