@@ -402,7 +402,8 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_WEBHOOK_BIND_ADDRESS", default_value = ":9443", value_parser = parse_bind_address)]
     pub webhook_bind_address: BindAddress,
 
-    /// The MutatingWebhookConfiguration whose `caBundle` wave keeps current.
+    /// The MutatingWebhookConfiguration whose `caBundle` and paths (with the path token) wave keeps
+    /// current.
     #[arg(long, env = "WAVE_WEBHOOK_CONFIGURATION_NAME", default_value = "wave")]
     pub webhook_configuration_name: String,
 
@@ -416,7 +417,17 @@ pub struct RunArgs {
           value_parser = PossibleValuesParser::new(CertificateSource::NAMES).try_map(|s| s.parse::<CertificateSource>()))]
     pub webhook_certificate: CertificateSource,
 
-    /// Namespace of that Secret; defaults like `--leader-election-namespace`.
+    /// The Secret (in wave's namespace) that holds the webhook's path token: the secret part of the
+    /// paths wave writes into the configuration, so that only the apiserver calls the webhook. Created
+    /// (or filled in, when it has no `token`) by wave; delete it to rotate the token.
+    #[arg(
+        long,
+        env = "WAVE_WEBHOOK_TOKEN_SECRET_NAME",
+        default_value = "wave-webhook-token"
+    )]
+    pub webhook_token_secret_name: String,
+
+    /// Namespace of those Secrets; defaults like `--leader-election-namespace`.
     #[arg(long, env = "WAVE_WEBHOOK_SECRET_NAMESPACE")]
     pub webhook_secret_namespace: Option<String>,
 
@@ -599,6 +610,7 @@ impl RunArgs {
                 address: self.webhook_bind_address,
                 configuration_name: self.webhook_configuration_name.clone(),
                 secret_name: self.webhook_secret_name.clone(),
+                token_secret_name: self.webhook_token_secret_name.clone(),
                 secret_namespace: self.webhook_secret_namespace.clone(),
                 service_name: self.webhook_service_name.clone(),
                 certificate: self.webhook_certificate,

@@ -405,7 +405,14 @@ async fn a_webhook_whose_config_reads_hang_admits_unmodified_within_its_deadline
             "userInfo": {"username": "test"}, "object": deployment, "dryRun": false
         }
     });
-    let url = format!("https://127.0.0.1:{port}/mutate-apps-v1-deployment");
+    // The path the apiserver would call: it carries the token wave keeps in its Secret.
+    let secrets = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(env.client.clone(), &env.ns);
+    let token = secrets
+        .get("wave-webhook-token")
+        .await
+        .expect("the path token's Secret");
+    let token = String::from_utf8(token.data.unwrap()["token"].0.clone()).unwrap();
+    let url = format!("https://127.0.0.1:{port}/mutate-apps-v1-deployment/{token}");
     let call = move || {
         let out = std::process::Command::new("curl")
             .args([

@@ -582,8 +582,8 @@ async fn the_charts_pod_is_admitted_under_the_restricted_pod_security_standard()
     drop(client);
 }
 
-/// Applies the ServiceAccount and RBAC the chart renders with `sets` in release namespace `release_ns`,
-/// and returns a kubeconfig that authenticates only with that ServiceAccount's token.
+/// Applies the ServiceAccount and RBAC the chart renders with `sets` in release namespace `release_ns`
+/// (and the Secrets it renders: the webhook's empty path token Secret), and returns a kubeconfig that authenticates only with that ServiceAccount's token.
 pub(crate) fn chart_identity(
     release: &str,
     release_ns: &str,
@@ -595,7 +595,13 @@ pub(crate) fn chart_identity(
         .filter(|d| {
             matches!(
                 kind(d),
-                "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding"
+                "ServiceAccount"
+                    | "ClusterRole"
+                    | "ClusterRoleBinding"
+                    | "Role"
+                    | "RoleBinding"
+                    // The webhook's (empty) path token Secret, which wave fills in.
+                    | "Secret"
             )
         })
         .collect();

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 use testenv::{cluster, free_port, wait_for};
@@ -20,8 +20,9 @@ const EMPTY_HASH: &str = "100444e91862dd77d7ebe29f050c1e9a7f357c771e1a7b7650aae2
 struct Names {
     /// The MutatingWebhookConfiguration.
     config: String,
-    /// The certificate's Secret and its namespace.
+    /// The certificate's Secret, the path token's, and their namespace.
     secret: String,
+    token: String,
     secret_namespace: String,
 }
 
@@ -31,6 +32,7 @@ impl Names {
         Names {
             config: format!("wave-{ns}"),
             secret: "wave-webhook-tls".into(),
+            token: "wave-webhook-token".into(),
             secret_namespace: ns.into(),
         }
     }
@@ -80,39 +82,140 @@ async fn start_named(
     extra: &[&str],
 ) -> Wave {
     let port = register(client, ns, &names.config).await;
+    start_on(client, kubeconfig, ns, names, port, extra).await
+}
+
+/// Starts wave with the webhook on `port`, already registered as `names.config`, and waits until the
+/// apiserver really calls it.
+async fn start_on(
+    client: &kube::Client,
+    kubeconfig: &Path,
+    ns: &str,
+    names: &Names,
+    port: u16,
+    extra: &[&str],
+) -> Wave {
     let mut args = vec![
         "--enable-webhook".to_string(),
         format!("--webhook-bind-address=127.0.0.1:{port}"),
         format!("--webhook-configuration-name={}", names.config),
         format!("--webhook-secret-name={}", names.secret),
+        format!("--webhook-token-secret-name={}", names.token),
         format!("--webhook-secret-namespace={}", names.secret_namespace),
         "--update-rate=inf".into(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let wave = Wave::start_as(kubeconfig, &[ns], &args).await;
-    // A dry-run create comes back hashed once the apiserver trusts the CA and calls the webhook.
+    wait_called(client, ns).await;
+    wave
+}
+
+/// Waits until a dry-run create in `ns` comes back hashed: the apiserver trusts the CA and calls the
+/// webhook on the path with the current token.
+async fn wait_called(client: &kube::Client, ns: &str) {
+    wait_for("the apiserver to call the webhook", TIMEOUT, || async {
+        dry_run_hashed(client, ns).await.then_some(())
+    })
+    .await;
+}
+
+/// Whether a dry-run create of an opted-in Deployment without references comes back hashed.
+async fn dry_run_hashed(client: &kube::Client, ns: &str) -> bool {
     let probe = body(
         WorkloadKind::DEPLOYMENT,
         "probe",
         &opted_in(&[]),
         &pod_spec(json!({}), json!({})),
     );
+    let pp = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
     let api = workloads(client, ns, WorkloadKind::DEPLOYMENT);
-    wait_for("the apiserver to call the webhook", TIMEOUT, || async {
-        let pp = PostParams {
-            dry_run: true,
-            ..Default::default()
-        };
-        let d = api
-            .create(&pp, &serde_json::from_value(probe.clone()).unwrap())
-            .await
-            .ok()?;
-        let w = to_workload(WorkloadKind::DEPLOYMENT, d).unwrap();
-        (w.current_hash() == Some(EMPTY_HASH)).then_some(())
+    match api.create(&pp, &serde_json::from_value(probe).unwrap()).await {
+        Ok(d) => to_workload(WorkloadKind::DEPLOYMENT, d).unwrap().current_hash() == Some(EMPTY_HASH),
+        Err(_) => false,
+    }
+}
+
+/// The path token wave keeps in the Secret `name` of `namespace`, once it is there.
+async fn path_token(client: &kube::Client, namespace: &str, name: &str) -> String {
+    let secrets = Api::<Secret>::namespaced(client.clone(), namespace);
+    wait_for(
+        &format!("the path token in {namespace}/{name}"),
+        TIMEOUT,
+        || async {
+            let s = secrets.get_opt(name).await.ok()??;
+            let t = s.data?.get("token")?.0.clone();
+            String::from_utf8(t).ok()
+        },
+    )
+    .await
+}
+
+/// The `clientConfig` URL (or service path) of every webhook in `config`.
+async fn registered_paths(client: &kube::Client, config: &str) -> Vec<String> {
+    let mwc = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .get(config)
+        .await
+        .unwrap();
+    mwc.webhooks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| {
+            let cc = w.client_config;
+            cc.url
+                .or_else(|| cc.service.and_then(|s| s.path))
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// POSTs `review` to the webhook on `port` at `path` as any pod on the network could; the status and
+/// the body.
+fn post_review(port: u16, path: &str, review: &Value) -> (u16, String) {
+    let out = std::process::Command::new("curl")
+        .args(["-sSk", "--max-time", "10", "-o", "-", "-w", "\n%{http_code}"])
+        .args(["-H", "Content-Type: application/json", "--data-binary", "@-"])
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write as _;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(review.to_string().as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+    assert!(
+        out.status.success(),
+        "curl {path}: {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (status.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// The AdmissionReview the apiserver would send for a CREATE of `object` in `ns`.
+fn review_of(ns: &str, name: &str, object: &Value, dry_run: bool) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "6f1c", "name": name, "namespace": ns, "operation": "CREATE",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "userInfo": {"username": "system:admin", "groups": ["system:masters"]},
+            "object": object, "dryRun": dry_run
+        }
     })
-    .await;
-    wave
 }
 
 /// Creates through the API (so the webhook runs) and returns what the apiserver stored (or, for a
@@ -240,23 +343,61 @@ async fn a_workload_created_before_its_configmap_is_held_then_released_without_c
 
 #[tokio::test]
 async fn the_charts_rbac_is_enough_for_the_webhook_and_for_releasing_held_pods() {
-    let (client, ns) = setup("wh-chart").await;
-    let release_ns = testenv::namespace(&client, "wh-chart-release").await;
-    let release = format!("w{}", std::process::id());
+    the_charts_rbac_is_enough("wh-chart", false).await;
+}
+
+#[tokio::test]
+async fn with_cert_manager_the_charts_rbac_is_enough_to_keep_the_path_token() {
+    the_charts_rbac_is_enough("wh-chart-cm", true).await;
+}
+
+/// wave runs as the chart's ServiceAccount with the chart's RBAC and its (empty) token Secret, in
+/// either certificate mode: it fills in the token, writes the paths (with cert-manager too), and gates
+/// and releases workloads without one refusal.
+async fn the_charts_rbac_is_enough(tag: &str, cert_manager: bool) {
+    let (client, ns) = setup(tag).await;
+    let release_ns = testenv::namespace(&client, &format!("{tag}-release")).await;
+    let release = format!("{}{}", if cert_manager { "wc" } else { "w" }, std::process::id());
     let namespaces = format!("namespaces={{{ns}}}");
-    let sets = [
+    let mut sets = vec![
         "webhook.enabled=true",
         "rbac.namespaced=true",
         namespaces.as_str(),
     ];
+    if cert_manager {
+        sets.push("webhook.certManager.enabled=true");
+    }
     let kubeconfig = crate::ship::chart_identity(&release, &release_ns, &sets, |_| {});
     let fullname = format!("{release}-wave");
     let names = Names {
         config: fullname.clone(),
         secret: format!("{fullname}-webhook-tls"),
-        secret_namespace: release_ns,
+        token: format!("{fullname}-webhook-token"),
+        secret_namespace: release_ns.clone(),
     };
-    let wave = start_named(&client, &kubeconfig, &ns, &names, &[]).await;
+    let port = register(&client, &ns, &names.config).await;
+    let mut extra = Vec::new();
+    if cert_manager {
+        // cert-manager's part, played by a wave with every right that issues the certificate and the
+        // caBundle and is then stopped (its own token Secret is another one).
+        let bootstrap = Names {
+            config: names.config.clone(),
+            secret: names.secret.clone(),
+            token: "bootstrap-token".into(),
+            secret_namespace: release_ns.clone(),
+        };
+        let mut issuer = start_on(&client, &cluster().kubeconfig(), &ns, &bootstrap, port, &[]).await;
+        issuer.kill();
+        extra.push("--webhook-certificate=secret");
+    }
+    let wave = start_on(&client, &kubeconfig, &ns, &names, port, &extra).await;
+    let token = path_token(&client, &release_ns, &names.token).await;
+    for path in registered_paths(&client, &names.config).await {
+        assert!(
+            path.ends_with(&format!("/{token}")),
+            "the chart's token in {path}"
+        );
+    }
     held_until_their_configmap_exists(&client, &ns).await;
     assert_eq!(
         wave.metric("wave_watch_errors_total", &[]),
@@ -525,7 +666,7 @@ metadata: {{name: wave, namespace: {ns}}}
 rules:
 - {{apiGroups: [""], resources: [configmaps], verbs: [get, list, watch]}}
 - {{apiGroups: [""], resources: [secrets], verbs: [list, watch, create]}}
-- {{apiGroups: [""], resources: [secrets], resourceNames: [wave-webhook-tls], verbs: [get, update]}}
+- {{apiGroups: [""], resources: [secrets], resourceNames: [wave-webhook-tls, wave-webhook-token], verbs: [get, update]}}
 - {{apiGroups: [apps], resources: [deployments, statefulsets, daemonsets], verbs: [get, list, watch, patch]}}
 - {{apiGroups: [events.k8s.io], resources: [events], verbs: [create]}}
 ---
@@ -780,4 +921,295 @@ async fn with_the_webhook_an_undo_sticks_and_a_later_update_keeps_the_pinned_has
         "the webhook rolled the undo forward"
     );
     assert_ne!(h1, h2);
+}
+
+/// The webhook's port, read from the registration wave keeps (`https://127.0.0.1:<port>/…`).
+async fn registered_port(client: &kube::Client, config: &str) -> u16 {
+    let url = registered_paths(client, config).await.remove(0);
+    let authority = url.trim_start_matches("https://").split('/').next().unwrap();
+    authority.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_review_posted_without_the_path_token_reveals_nothing_and_publishes_nothing() {
+    let (client, ns) = setup("wh-forged").await;
+    let names = Names::for_test(&ns);
+    let wave = start(&client, &ns, &[]).await;
+    let port = registered_port(&client, &names.config).await;
+    let token = path_token(&client, &ns, &names.token).await;
+    // What a pod on the cluster network would send to learn the hash of one key of the Secret `db` of
+    // the namespace under attack, or whether it exists.
+    let deployment = |name: &str| {
+        body(
+            WorkloadKind::DEPLOYMENT,
+            name,
+            &opted_in(&[]),
+            &pod_spec(
+                json!({"env": [{"name": "P", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]}),
+                json!({}),
+            ),
+        )
+    };
+    let forged = review_of(&ns, "forged", &deployment("forged"), false);
+    let wrong = "0".repeat(token.len());
+    let paths = [
+        "/mutate-apps-v1-deployment".to_string(),
+        "/mutate-apps-v1-deployment/".to_string(),
+        format!("/mutate-apps-v1-deployment/{wrong}"),
+        format!("/mutate-apps-v1-deployment/{}", &token[..token.len() - 1]),
+        format!("/mutate-apps-v1-statefulset/{token}/"),
+        "/".to_string(),
+    ];
+    let decided = |w: &Wave| {
+        ["hashed", "gated", "unchanged", "error", "timeout"]
+            .iter()
+            .map(|r| w.metric("wave_webhook_requests_total", &[&format!("result=\"{r}\"")]))
+            .sum::<f64>()
+    };
+    let before = decided(&wave);
+    let absent: Vec<(u16, String)> = paths.iter().map(|p| post_review(port, p, &forged)).collect();
+    create_secret(&client, &ns, "db", json!({"password": "s3cret"})).await;
+    let present: Vec<(u16, String)> = paths.iter().map(|p| post_review(port, p, &forged)).collect();
+    for (path, answer) in paths.iter().zip(&absent) {
+        assert_eq!(
+            answer,
+            &(404, String::new()),
+            "{path}: a bare 404, no patch, no hash, no gate"
+        );
+    }
+    assert_eq!(
+        absent, present,
+        "the same answer whether the Secret exists or not"
+    );
+    assert_eq!(
+        decided(&wave),
+        before,
+        "nothing was decided for a request without the token"
+    );
+    assert_eq!(
+        wave.metric("wave_webhook_requests_total", &["result=\"unauthorized\""]),
+        (2 * paths.len()) as f64,
+        "each one counted as refused"
+    );
+
+    // The same request with the token is answered (the check above can fail), and its Event is the
+    // sentinel: none was published for the refused ones.
+    let sentinel = review_of(&ns, "sentinel", &deployment("sentinel"), false);
+    let (status, answer) = post_review(port, &format!("/mutate-apps-v1-deployment/{token}"), &sentinel);
+    assert_eq!(status, 200, "{answer}");
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert!(
+        !answer["response"]["patch"].is_null(),
+        "hashed with the token: {answer}"
+    );
+    wait_event(
+        &client,
+        &ns,
+        "sentinel",
+        "the sentinel's ConfigChanged Event",
+        |(_, r, _)| r == "ConfigChanged",
+    )
+    .await;
+    assert!(
+        events_for(&client, &ns, "forged").await.is_empty(),
+        "no Event for a refused request"
+    );
+    assert!(
+        !wave.output().contains(&token),
+        "the token never appears in the log"
+    );
+}
+
+#[tokio::test]
+async fn the_registration_carries_the_path_token_and_a_reset_path_is_repaired() {
+    let (client, ns) = setup("wh-path").await;
+    let names = Names::for_test(&ns);
+    let wave = start(&client, &ns, &[]).await;
+    let token = path_token(&client, &ns, &names.token).await;
+    let paths = registered_paths(&client, &names.config).await;
+    assert_eq!(paths.len(), 3);
+    for path in &paths {
+        assert!(path.ends_with(&format!("/{token}")), "{path} carries the token");
+    }
+    // As `helm upgrade` without lookup (or `helm template | kubectl apply`) would write them again.
+    let reset: Vec<Value> = paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let old = p.trim_end_matches(&format!("/{token}"));
+            json!({"op": "replace", "path": format!("/webhooks/{i}/clientConfig/url"), "value": old})
+        })
+        .collect();
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .patch(
+            &names.config,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::<()>::Json(serde_json::from_value(Value::Array(reset)).unwrap()),
+        )
+        .await
+        .unwrap();
+    // The apiserver's calls on the token-less path are refused (the object admitted unmodified), and
+    // that makes wave repair the registration soon.
+    wait_for("the registration repaired", TIMEOUT, || async {
+        dry_run_hashed(&client, &ns).await.then_some(())
+    })
+    .await;
+    assert!(wave.metric("wave_webhook_requests_total", &["result=\"unauthorized\""]) >= 1.0);
+    assert_eq!(registered_paths(&client, &names.config).await, paths);
+    // A real create through the apiserver gets its hash at creation.
+    create_configmap(&client, &ns, "cfg", json!({"a": "b"})).await;
+    let w = create_deployment(&client, &ns, "web", uses_cm("cfg"), false).await;
+    assert!(w.current_hash().is_some(), "hashed at creation");
+}
+
+#[tokio::test]
+async fn a_deleted_token_secret_rotates_the_token_and_every_replica_follows() {
+    let (client, ns) = setup("wh-rotate").await;
+    let names = Names::for_test(&ns);
+    let ports = [free_port(), free_port()];
+    let hooks: Vec<Value> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| {
+            json!({
+                "name": format!("deployment-{i}.wave.pusher.com"),
+                "clientConfig": {"url": format!("https://127.0.0.1:{port}/mutate-apps-v1-deployment")},
+                "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments"]}],
+                "failurePolicy": "Ignore",
+                "sideEffects": "NoneOnDryRun",
+                "timeoutSeconds": 2,
+                "admissionReviewVersions": ["v1"],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+            })
+        })
+        .collect();
+    let mwc: MutatingWebhookConfiguration =
+        serde_json::from_value(json!({"metadata": {"name": names.config}, "webhooks": hooks})).unwrap();
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &mwc)
+        .await
+        .unwrap();
+    let mut replicas = Vec::new();
+    for port in ports {
+        let args = [
+            "--enable-webhook".to_string(),
+            format!("--webhook-bind-address=127.0.0.1:{port}"),
+            format!("--webhook-configuration-name={}", names.config),
+            format!("--webhook-secret-namespace={}", names.secret_namespace),
+            // The Secrets are re-read every 2 s instead of every 5 minutes.
+            "--webhook-certificate-lifetime=20s".into(),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        replicas.push(Wave::start(&[&ns], &args).await);
+    }
+    // The first webhook hashes the object, the second finds it hashed and leaves it unchanged.
+    let answered = |w: &Wave| {
+        w.metric("wave_webhook_requests_total", &["result=\"hashed\""])
+            + w.metric("wave_webhook_requests_total", &["result=\"unchanged\""])
+    };
+    // Both replicas answer one dry-run create (each counts it before it answers the apiserver).
+    let both_answer = || async {
+        let before: Vec<f64> = replicas.iter().map(answered).collect();
+        dry_run_hashed(&client, &ns).await;
+        replicas
+            .iter()
+            .zip(&before)
+            .all(|(w, b)| answered(w) > *b)
+            .then_some(())
+    };
+    wait_for("both replicas to answer", TIMEOUT, both_answer).await;
+    let first = path_token(&client, &ns, &names.token).await;
+    Api::<Secret>::namespaced(client.clone(), &ns)
+        .delete(&names.token, &Default::default())
+        .await
+        .unwrap();
+    let second = wait_for("a new token", TIMEOUT, || async {
+        let t = path_token(&client, &ns, &names.token).await;
+        (t != first).then_some(t)
+    })
+    .await;
+    wait_for("both paths to carry the new token", TIMEOUT, || async {
+        registered_paths(&client, &names.config)
+            .await
+            .iter()
+            .all(|p| p.ends_with(&format!("/{second}")))
+            .then_some(())
+    })
+    .await;
+    // Each replica serves the new token once it has re-read the Secret: until then its admissions are
+    // refused (and admitted unmodified), so this is waited for.
+    wait_for("both replicas to answer on the new token", TIMEOUT, both_answer).await;
+    for w in &replicas {
+        assert!(!w.output().contains(&first) && !w.output().contains(&second));
+    }
+}
+
+#[tokio::test]
+async fn a_helm_upgrade_keeps_the_path_token_wave_wrote() {
+    let (client, ns) = setup("wh-upgrade").await;
+    let chart = testenv::repo_root().join("charts/wave");
+    // The chart's webhook only for a namespace nobody writes to: its pods on kwok never answer.
+    let selects = format!("namespaces={{{ns}-none}}");
+    for helm in ["helm3", "helm4"] {
+        let release_ns = testenv::namespace(&client, &format!("wh-{helm}")).await;
+        let release = format!("{helm}-{}", std::process::id());
+        let home = std::env::temp_dir().join(format!("{release}-home"));
+        let run = |verb: &str| {
+            let mut c = std::process::Command::new(testenv::helm_bin_dir().join(helm));
+            c.args([verb, &release]);
+            if verb != "uninstall" {
+                c.arg(chart.to_str().unwrap());
+                c.args(["--set", "webhook.enabled=true", "--set", &selects]);
+            }
+            let out = c
+                .args(["-n", &release_ns])
+                .env("KUBECONFIG", cluster().kubeconfig())
+                .env("HELM_CONFIG_HOME", &home)
+                .env("HELM_CACHE_HOME", &home)
+                .env("HELM_DATA_HOME", &home)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{helm} {verb}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        run("install");
+        let fullname = format!("{release}-wave");
+        let names = Names {
+            config: fullname.clone(),
+            secret: format!("{fullname}-webhook-tls"),
+            token: format!("{fullname}-webhook-token"),
+            secret_namespace: release_ns.clone(),
+        };
+        let args = [
+            "--enable-webhook".to_string(),
+            format!("--webhook-bind-address=127.0.0.1:{}", free_port()),
+            format!("--webhook-configuration-name={}", names.config),
+            format!("--webhook-secret-name={}", names.secret),
+            format!("--webhook-token-secret-name={}", names.token),
+            format!("--webhook-secret-namespace={}", names.secret_namespace),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let wave = Wave::start(&[&ns], &args).await;
+        let token = path_token(&client, &release_ns, &names.token).await;
+        let tokened = || async {
+            registered_paths(&client, &names.config)
+                .await
+                .iter()
+                .all(|p| p.ends_with(&format!("/{token}")))
+        };
+        wait_for("wave to write the paths", TIMEOUT, || async {
+            tokened().await.then_some(())
+        })
+        .await;
+        // Helm 4 applies server-side: a path it renders differently from the one wave wrote would be a
+        // conflict that fails the upgrade.
+        run("upgrade");
+        assert!(tokened().await, "{helm} upgrade kept the token in every path");
+        drop(wave);
+        run("uninstall");
+    }
 }

@@ -110,6 +110,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{ include "wave.fullname" . }}-webhook-tls
 {{- end -}}
 
+{{- define "wave.webhookTokenSecretName" -}}
+{{ include "wave.fullname" . }}-webhook-token
+{{- end -}}
+
 {{- define "wave.webhookServiceName" -}}
 {{ include "wave.fullname" . }}-webhook
 {{- end -}}

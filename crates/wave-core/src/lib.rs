@@ -13,6 +13,7 @@
 //! undo::detect (an undo to an earlier hash) ─► undo::Pin, which plan::plan respects
 //! legacy (what Wave ≤ v0.6 left: its finalizer, owner references on config) ─► the patches removing it
 //! manifest (wave hash: rendered manifests)   impact (wave impact: would a change roll this workload)
+//! webhook (the webhook's paths and the secret token in them: only the apiserver knows it)
 //! ```
 //!
 //! Nothing here talks to the network, reads the clock or spawns a task: this crate depends on no async
@@ -46,4 +47,5 @@ pub mod selector;
 pub mod template;
 pub mod tracker;
 pub mod undo;
+pub mod webhook;
 pub mod workload;

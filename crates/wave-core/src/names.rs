@@ -76,6 +76,8 @@ pub const GATED_AT: &str = "wave.pusher.com/gated-at";
 
 /// The data key of the `--hash-key-secret` Secret that holds the key of the keyed config hash.
 pub const HASH_KEY: &str = "hash-key";
+/// The data key of the `--webhook-token-secret-name` Secret that holds the webhook's path token.
+pub const WEBHOOK_TOKEN: &str = "token";
 
 /// Field manager of every write wave makes, so `managedFields` attribute the hash to wave.
 pub const FIELD_MANAGER: &str = "wave";

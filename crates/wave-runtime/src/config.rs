@@ -129,11 +129,13 @@ pub struct LeaderElection {
 pub struct WebhookConfig {
     /// Address of the HTTPS server.
     pub address: BindAddress,
-    /// The MutatingWebhookConfiguration whose `caBundle` wave keeps current.
+    /// The MutatingWebhookConfiguration whose `caBundle` and paths wave keeps current.
     pub configuration_name: String,
     /// The Secret holding the CA and the serving certificate.
     pub secret_name: String,
-    /// Its namespace; `None` defaults like the Lease's.
+    /// The Secret holding the path token only the apiserver may present (same namespace).
+    pub token_secret_name: String,
+    /// Their namespace; `None` defaults like the Lease's.
     pub secret_namespace: Option<String>,
     /// The Service in front of the webhook, named in the serving certificate.
     pub service_name: String,

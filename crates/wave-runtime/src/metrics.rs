@@ -244,6 +244,9 @@ pub struct Metrics {
     pub gates_timed_out: Counter,
     /// Events not created because too many were already waiting (`events`).
     pub events_dropped: Counter,
+    /// The webhook's missing-config reports not kept because too many were waiting for their workload
+    /// (`controller::bookkeeping::MissingReports`).
+    pub webhook_reports_dropped: Counter,
     /// How long one reconcile took, by workload kind.
     pub reconcile_duration: Family<KindLabel, Histogram>,
     /// Workloads waiting in the reconcile queue (not counting those being reconciled).
@@ -283,6 +286,7 @@ impl Metrics {
             rollout_halts: Counter::default(),
             gates_timed_out: Counter::default(),
             events_dropped: Counter::default(),
+            webhook_reports_dropped: Counter::default(),
             reconcile_duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.001, 2.0, 16))
             }),
@@ -403,6 +407,11 @@ impl Metrics {
             "events_dropped",
             "Events not created because too many were already waiting to be created",
             m.events_dropped.clone(),
+        );
+        r.register(
+            "webhook_reports_dropped",
+            "Missing-config reports of the webhook not kept because too many were waiting for their workload to appear",
+            m.webhook_reports_dropped.clone(),
         );
         r.register(
             "reconcile_duration_seconds",

@@ -6,9 +6,11 @@
 //!
 //! - [`MissingReports`]: the last missing-config message per workload, so that each distinct missing set
 //!   is reported once (one `ConfigMissing` or `SchedulingDisabled` Event), and the
-//!   `wave_workloads_waiting_for_config` gauge that counts them.
-//! - [`LegacyReports`]: the last thing said about what Wave ≤ v0.6 left on each workload (left in place
-//!   without `--legacy-wave-cleanup`, or refused), so that each is one Warning, not one per reconcile.
+//!   `wave_workloads_waiting_for_config` gauge that counts them. The webhook's reports, for workloads
+//!   the watches may not show yet (or ever: a create refused after admission), are capped and expire.
+//! - [`Notes`]: the last Warning of one kind published about each workload, so that each is said once,
+//!   not once per reconcile: what Wave ≤ v0.6 left on it (left in place without
+//!   `--legacy-wave-cleanup`, or refused), and its references to other namespaces that were denied.
 //! - [`KnownHashes`]: the last config hashes each workload carried, for undo detection.
 //! - [`Liveness`]: the essential tasks (the watch router, the workers, the resync) that have ended,
 //!   which makes `/livez` fail: a controller whose loop died must be restarted, not left "ok".
@@ -22,6 +24,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use wave_core::history::RestoreInFlight;
 use wave_core::refs::{ConfigKey, References};
@@ -34,39 +37,106 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// See the module docs.
+/// How many of the webhook's reports wait for their workload to appear, at most. Each is one map
+/// entry of a few dozen bytes; the watch shows an admitted workload within a second or two, so only a
+/// burst of gated creates larger than this in that time (or creates refused after admission) reach it.
+const ADMITTED_CAP: usize = 4096;
+/// How long the webhook's report waits for its workload before it may be dropped to make room: a create
+/// refused after admission (a later webhook, a quota) never appears.
+const ADMITTED_FOR: Duration = Duration::from_secs(300);
+
+/// See the module docs. Messages are kept as fingerprints: only "the same as last time?" is asked.
 pub struct MissingReports {
-    reported: Mutex<HashMap<WorkloadRef, String>>,
+    reports: Mutex<Reports>,
     gauge: Gauge,
+    dropped: Counter,
+}
+
+#[derive(Default)]
+struct Reports {
+    /// The reconciler's: workloads it saw waiting, until their config is complete or they go.
+    reported: HashMap<WorkloadRef, u64>,
+    /// The webhook's: workloads it gated at creation, until the reconciler sees them, they go, or they
+    /// are old enough to be dropped for room. At most [`ADMITTED_CAP`].
+    admitted: HashMap<WorkloadRef, (u64, Instant)>,
+    /// The cap was hit and is still: one warning per episode.
+    full: bool,
+}
+
+fn fingerprint(message: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    // Fixed keys: the same message gives the same fingerprint for the life of the process.
+    let mut h = std::hash::DefaultHasher::new();
+    message.hash(&mut h);
+    h.finish()
 }
 
 impl MissingReports {
-    /// No reports; `gauge` counts the workloads with one.
-    pub fn new(gauge: Gauge) -> Self {
+    /// No reports; `gauge` counts the workloads the reconciler saw waiting, `dropped` the webhook's
+    /// reports not kept for lack of room.
+    pub fn new(gauge: Gauge, dropped: Counter) -> Self {
         Self {
-            reported: Mutex::default(),
+            reports: Mutex::default(),
             gauge,
+            dropped,
         }
     }
 
-    /// Records that `workload` waits for the config `message` describes. True when this message was not
-    /// the last one reported for it: the caller reports it.
+    /// Records that `workload` waits for the config `message` describes (the reconciler). True when
+    /// nobody reported this message for it last, neither the reconciler nor the webhook: the caller
+    /// reports it.
     pub fn report(&self, workload: &WorkloadRef, message: &str) -> bool {
-        let mut reported = lock(&self.reported);
-        let is_new = reported.get(workload).map(String::as_str) != Some(message);
-        if is_new {
-            reported.insert(workload.clone(), message.to_string());
-            self.gauge.set(reported.len() as i64);
+        let at = fingerprint(message);
+        let mut r = lock(&self.reports);
+        let by_webhook = r.admitted.remove(workload).map(|(f, _)| f);
+        if r.reported.get(workload) == Some(&at) {
+            return false;
         }
-        is_new
+        r.reported.insert(workload.clone(), at);
+        self.gauge.set(r.reported.len() as i64);
+        by_webhook != Some(at)
+    }
+
+    /// Records that the webhook gated `workload` at `now` with an Event saying `message`, so that the
+    /// reconciler does not say it again once the workload appears. Bounded: when [`ADMITTED_CAP`] are
+    /// waiting and none is older than [`ADMITTED_FOR`], it is not kept (counted, and warned once per
+    /// episode); the only cost is a second Event for that workload.
+    pub fn admitted(&self, workload: &WorkloadRef, message: &str, now: Instant) {
+        let at = fingerprint(message);
+        let mut r = lock(&self.reports);
+        if !r.admitted.contains_key(workload) && r.admitted.len() >= ADMITTED_CAP {
+            r.admitted
+                .retain(|_, (_, since)| now.saturating_duration_since(*since) < ADMITTED_FOR);
+        }
+        if r.admitted.contains_key(workload) || r.admitted.len() < ADMITTED_CAP {
+            r.admitted.insert(workload.clone(), (at, now));
+            if r.admitted.len() < ADMITTED_CAP {
+                r.full = false;
+            }
+            return;
+        }
+        self.dropped.inc();
+        if !std::mem::replace(&mut r.full, true) {
+            tracing::warn!(
+                cap = ADMITTED_CAP,
+                "the webhook gated more workloads than it can remember until they appear; each one beyond gets a second missing-config Event (wave_webhook_reports_dropped_total)"
+            );
+        }
     }
 
     /// Forgets `workload`: its config is complete, it opted out, or it was deleted.
     pub fn forget(&self, workload: &WorkloadRef) {
-        let mut reported = lock(&self.reported);
-        if reported.remove(workload).is_some() {
-            self.gauge.set(reported.len() as i64);
+        let mut r = lock(&self.reports);
+        r.admitted.remove(workload);
+        if r.reported.remove(workload).is_some() {
+            self.gauge.set(r.reported.len() as i64);
         }
+    }
+
+    /// How many of the webhook's reports are kept.
+    #[cfg(test)]
+    fn admitted_count(&self) -> usize {
+        lock(&self.reports).admitted.len()
     }
 }
 
@@ -79,10 +149,18 @@ mod tests {
         WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", name)
     }
 
+    fn reports() -> (MissingReports, Gauge, Counter) {
+        let (gauge, dropped) = (Gauge::default(), Counter::default());
+        (
+            MissingReports::new(gauge.clone(), dropped.clone()),
+            gauge,
+            dropped,
+        )
+    }
+
     #[test]
     fn each_distinct_missing_set_is_reported_once_and_counted_until_forgotten() {
-        let gauge = Gauge::default();
-        let reports = MissingReports::new(gauge.clone());
+        let (reports, gauge, _) = reports();
         assert!(reports.report(&id("a"), "missing configmap x"));
         assert!(
             !reports.report(&id("a"), "missing configmap x"),
@@ -98,38 +176,102 @@ mod tests {
             "reported again after forgetting"
         );
     }
+
+    #[test]
+    fn what_the_webhook_reported_is_not_reported_again_by_the_reconciler() {
+        let (reports, gauge, _) = reports();
+        let now = Instant::now();
+        reports.admitted(&id("a"), "missing configmap x", now);
+        assert_eq!(gauge.get(), 0, "counted once the reconciler sees it");
+        assert!(!reports.report(&id("a"), "missing configmap x"));
+        assert_eq!(gauge.get(), 1);
+        assert_eq!(reports.admitted_count(), 0, "handed over");
+        reports.admitted(&id("b"), "missing configmap x", now);
+        assert!(reports.report(&id("b"), "missing configmap y"), "another set");
+        reports.admitted(&id("c"), "missing configmap x", now);
+        reports.forget(&id("c"));
+        assert_eq!(reports.admitted_count(), 0);
+    }
+
+    #[test]
+    fn the_webhooks_reports_for_workloads_that_never_appear_are_bounded() {
+        let (reports, _, dropped) = reports();
+        let start = Instant::now();
+        for i in 0..ADMITTED_CAP {
+            reports.admitted(&id(&format!("w{i}")), "missing configmap x", start);
+        }
+        reports.admitted(&id("one-more"), "missing configmap x", start);
+        assert_eq!(reports.admitted_count(), ADMITTED_CAP, "never beyond the cap");
+        assert_eq!(dropped.get(), 1, "counted");
+        assert!(
+            reports.report(&id("one-more"), "missing configmap x"),
+            "not kept: the reconciler reports it itself"
+        );
+        // A report already kept is updated in place, even at the cap.
+        reports.admitted(&id("w0"), "missing configmap y", start);
+        assert_eq!(dropped.get(), 1);
+        // Once they are old enough, the ones that never appeared make room.
+        let later = start + ADMITTED_FOR;
+        reports.admitted(&id("after"), "missing configmap x", later);
+        assert_eq!(reports.admitted_count(), 1, "the stale ones are gone");
+        assert_eq!(dropped.get(), 1);
+        assert!(!reports.report(&id("after"), "missing configmap x"));
+    }
 }
 
-/// See the module docs: workload → the last note published about Wave ≤ v0.6's leftovers on it. Holds
-/// only workloads with leftovers that wave could not remove; forgotten once they are gone.
+/// See the module docs: workload → the last note of one kind published about it. Holds only workloads
+/// with something to say; forgotten once that is gone, or the workload is.
 #[derive(Default)]
-pub struct LegacyReports(Mutex<HashMap<WorkloadRef, String>>);
+pub struct Notes {
+    notes: Mutex<HashMap<WorkloadRef, String>>,
+    /// Counts the workloads with a note, when given.
+    gauge: Option<Gauge>,
+}
 
-impl LegacyReports {
+impl Notes {
+    /// Notes whose number `gauge` follows.
+    pub fn counted(gauge: Gauge) -> Self {
+        Self {
+            notes: Mutex::default(),
+            gauge: Some(gauge),
+        }
+    }
+
     /// Records `note` for `workload`. True when it is not the last one recorded: the caller publishes it.
     pub fn report(&self, workload: &WorkloadRef, note: &str) -> bool {
-        let mut reported = lock(&self.0);
-        let is_new = reported.get(workload).map(String::as_str) != Some(note);
+        let mut notes = lock(&self.notes);
+        let is_new = notes.get(workload).map(String::as_str) != Some(note);
         if is_new {
-            reported.insert(workload.clone(), note.to_string());
+            notes.insert(workload.clone(), note.to_string());
+            self.count(&notes);
         }
         is_new
     }
 
-    /// Forgets `workload`: nothing is left on it, or it was deleted.
+    /// Forgets `workload`: nothing is left to say about it, or it was deleted.
     pub fn forget(&self, workload: &WorkloadRef) {
-        lock(&self.0).remove(workload);
+        let mut notes = lock(&self.notes);
+        if notes.remove(workload).is_some() {
+            self.count(&notes);
+        }
+    }
+
+    fn count(&self, notes: &HashMap<WorkloadRef, String>) {
+        if let Some(gauge) = &self.gauge {
+            gauge.set(notes.len() as i64);
+        }
     }
 }
 
 #[cfg(test)]
-mod legacy_tests {
+mod notes_tests {
     use super::*;
     use wave_core::workload::WorkloadKind;
 
     #[test]
     fn each_note_about_legacy_leftovers_is_published_once_per_workload_until_forgotten() {
-        let reports = LegacyReports::default();
+        let gauge = Gauge::default();
+        let reports = Notes::counted(gauge.clone());
         let web = WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", "web");
         let db = WorkloadRef::new(WorkloadKind::STATEFUL_SET, "ns", "db");
         assert!(reports.report(&web, "left on configmap ns/a"));
@@ -142,7 +284,9 @@ mod legacy_tests {
             reports.report(&web, "left on configmap ns/a, configmap ns/b"),
             "something new"
         );
+        assert_eq!(gauge.get(), 2, "two workloads with a note");
         reports.forget(&web);
+        assert_eq!(gauge.get(), 1);
         assert!(reports.report(&web, "left on configmap ns/a, configmap ns/b"));
     }
 }

@@ -15,7 +15,7 @@ use wave_core::refs::ConfigKey;
 use wave_core::tracker::Tracker;
 use wave_core::workload::WorkloadRef;
 
-use super::bookkeeping::{KeptSnapshots, KnownHashes, LegacyReports, Liveness, MissingReports, Restores};
+use super::bookkeeping::{KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, Restores};
 use super::content::ContentCache;
 use super::watch::WatchHealth;
 use super::workqueue::WorkQueue;
@@ -48,7 +48,7 @@ pub struct Context {
     /// Workloads waiting for missing config, each reported once per distinct missing set.
     pub missing: MissingReports,
     /// Workloads whose references to another namespace were denied, each reported once per distinct set.
-    pub denied: MissingReports,
+    pub denied: Notes,
     /// `--max-gate-duration`: how long wave's scheduling gate may hold pods.
     pub max_gate: Duration,
     /// How the config hash is computed (keyed with `--hash-key-secret`).
@@ -72,7 +72,7 @@ pub struct Context {
     /// `--legacy-wave-cleanup`: config objects may be patched to remove Wave ≤ v0.6's owner references.
     pub legacy_wave_cleanup: bool,
     /// What was said about Wave ≤ v0.6's leftovers, once per workload.
-    pub legacy_reports: LegacyReports,
+    pub legacy_reports: Notes,
     /// The config snapshots known to be kept.
     pub kept_snapshots: KeptSnapshots,
     /// Restores the watches have not shown whole yet.

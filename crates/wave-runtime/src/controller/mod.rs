@@ -38,7 +38,7 @@ use wave_core::ratelimit::TokenBucket;
 use wave_core::tracker::{Change, Tracker};
 use wave_core::workload::WorkloadRef;
 
-use self::bookkeeping::{KeptSnapshots, KnownHashes, LegacyReports, Liveness, MissingReports, Restores};
+use self::bookkeeping::{KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, Restores};
 use self::content::ContentCache;
 use self::context::Context;
 use self::workqueue::WorkQueue;
@@ -116,8 +116,11 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         watch_health: Arc::default(),
         leader: AtomicBool::new(lease.is_none()),
         lease: lease.as_ref().map(|l| lease::LeaseCheck::new(client.clone(), l)),
-        missing: MissingReports::new(metrics.waiting_for_config.clone()),
-        denied: MissingReports::new(metrics.denied_references.clone()),
+        missing: MissingReports::new(
+            metrics.waiting_for_config.clone(),
+            metrics.webhook_reports_dropped.clone(),
+        ),
+        denied: Notes::counted(metrics.denied_references.clone()),
         max_gate: config.max_gate_duration,
         hashing,
         coalescer: Mutex::default(),
@@ -129,7 +132,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         known_hashes: KnownHashes::default(),
         config_history: config.config_history,
         legacy_wave_cleanup: config.legacy_wave_cleanup,
-        legacy_reports: LegacyReports::default(),
+        legacy_reports: Notes::default(),
         kept_snapshots: KeptSnapshots::default(),
         restores: Restores::default(),
         liveness: Liveness::default(),

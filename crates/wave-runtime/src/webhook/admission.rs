@@ -7,6 +7,10 @@
 //!                  ─► JSON patch ─► AdmissionResponse (always allowed) ─► then the Event, if any
 //! ```
 //!
+//! Only requests that carried the path token reach this module (`super`): the apiserver's. Nothing in
+//! `userInfo` is read: the decision depends on the object, the operation, the request's namespace and
+//! dry-run alone.
+//!
 //! It never denies (difference `never-deny`): any internal error admits the object unmodified, is logged
 //! and counted, and the reconciler catches up. Before the watches have listed it admits unmodified too.
 //! The decision has [`DECISION_DEADLINE`]; past it the object is admitted unmodified and counted as
@@ -18,11 +22,8 @@
 //! delivered it yet. Gating then would cost an extra ReplicaSet and a false Warning, so a gate is only
 //! set after live GETs confirm something required is really missing.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Json;
-use axum::extract::State;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation as AdmissionOp};
 use wave_core::admission::{self, Mutation, Operation};
@@ -58,24 +59,22 @@ struct Notice {
     note: String,
 }
 
-/// Handles one AdmissionReview. It never denies: see the module docs.
-pub async fn mutate(
-    State(ctx): State<Arc<Context>>,
-    Json(review): Json<AdmissionReview<DynamicObject>>,
-) -> Json<AdmissionReview<DynamicObject>> {
+/// Handles one AdmissionReview from the apiserver (the caller presented the path token: `super`). It
+/// never denies: see the module docs.
+pub async fn mutate(ctx: &Context, review: AdmissionReview<DynamicObject>) -> AdmissionReview<DynamicObject> {
     let request: AdmissionRequest<DynamicObject> = match review.try_into() {
         Ok(r) => r,
         Err(e) => {
-            count(&ctx, "error");
+            count(ctx, "error");
             // Without a request uid the apiserver cannot match any reply, so it counts the call as
             // failed and `failurePolicy: Ignore` admits the object.
             tracing::warn!(error = %e, "malformed AdmissionReview; admitting");
-            return Json(AdmissionResponse::invalid(e.to_string()).into_review());
+            return AdmissionResponse::invalid(e.to_string()).into_review();
         }
     };
     let response = AdmissionResponse::from(&request);
     let started = std::time::Instant::now();
-    let decided = tokio::time::timeout(DECISION_DEADLINE, admit(&ctx, &request)).await;
+    let decided = tokio::time::timeout(DECISION_DEADLINE, admit(ctx, &request)).await;
     ctx.metrics
         .webhook_duration
         .observe(started.elapsed().as_secs_f64());
@@ -111,11 +110,12 @@ pub async fn mutate(
             ("timeout", response)
         }
     };
-    count(&ctx, result);
-    Json(response.into_review())
+    count(ctx, result);
+    response.into_review()
 }
 
-fn count(ctx: &Context, result: &'static str) {
+/// Counts one request in `wave_webhook_requests_total{result}`.
+pub(super) fn count(ctx: &Context, result: &'static str) {
     ctx.metrics
         .webhook_requests
         .get_or_create(&WebhookLabels { result })
@@ -139,9 +139,12 @@ async fn admit(
         return Ok(None);
     };
     let mut meta = object.metadata.clone();
-    // The object may not carry its namespace yet on CREATE.
-    if meta.namespace.is_none() {
-        meta.namespace = req.namespace.clone();
+    // The request's namespace is the apiserver's word; the object may not carry one yet on CREATE, and
+    // an object naming another namespace is admitted as it is, never decided on.
+    match (&meta.namespace, &req.namespace) {
+        (None, _) => meta.namespace = req.namespace.clone(),
+        (Some(object), Some(request)) if object == request => {}
+        _ => return Ok(None),
     }
     let workload =
         Workload::from_object(kind, meta, &object.data).map_err(|source| WebhookError::Decode {
@@ -202,8 +205,10 @@ async fn admit(
         Mutation::Gate { missing } => {
             let message = missing_message(missing);
             if !req.dry_run {
-                // The reconciler reports each distinct missing set once; this is that report.
-                ctx.missing.report(&workload.id, &message);
+                // The reconciler reports each distinct missing set once; this is that report, kept
+                // until the workload appears (a create refused after admission never does: bounded).
+                ctx.missing
+                    .admitted(&workload.id, &message, std::time::Instant::now());
             }
             // Wave's reason and message, so alerts written for Wave keep working.
             let note = format!(

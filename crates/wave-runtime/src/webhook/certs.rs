@@ -5,7 +5,7 @@
 //!   ca.crt   published CAs                of its lifetime is left, signed by the same long-lived CA;
 //!   ca.key   the CA's key                 renew the CA itself only when a third of *its* lifetime is
 //!   tls.crt, tls.key  serving cert        left, publishing old and new CA together
-//!            │                       └─► sync_ca_bundle: MutatingWebhookConfiguration caBundle = ca.crt
+//!            │                       └─► registration::sync: MutatingWebhookConfiguration caBundle = ca.crt
 //!            ▼
 //! load ─► ServingCert (PEM) ─► server.rs
 //! ```
@@ -21,14 +21,11 @@
 
 use std::time::Duration;
 
-use base64::Engine as _;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use wave_core::names;
+use kube::api::{Api, ObjectMeta, PostParams};
 
 use super::WebhookError;
 use crate::api::is_conflict;
@@ -55,8 +52,6 @@ pub struct CertificateConfig {
     pub secret_name: String,
     /// Whether wave issues the certificate or only reads it.
     pub source: CertificateSource,
-    /// The MutatingWebhookConfiguration to keep current.
-    pub configuration_name: String,
     /// DNS names for the serving certificate.
     pub dns_names: Vec<String>,
     /// Lifetime of a serving certificate wave issues.
@@ -323,14 +318,16 @@ async fn ensure(client: &Client, cfg: &CertificateConfig) -> Result<Bundle, Webh
     Err(WebhookError::SecretKeptChanging { secret: cfg.secret() })
 }
 
-/// The serving certificate wave uses now: issued (and the `caBundle` updated) or read, per
-/// `--webhook-certificate`.
-pub async fn load(client: &Client, cfg: &CertificateConfig) -> Result<ServingCert, WebhookError> {
+/// The serving certificate wave uses now, and the CAs the registration's `caBundle` must hold when
+/// wave issued it (`None` when cert-manager or you keep the `caBundle`), per `--webhook-certificate`.
+pub async fn load(
+    client: &Client,
+    cfg: &CertificateConfig,
+) -> Result<(ServingCert, Option<String>), WebhookError> {
     match cfg.source {
         CertificateSource::Generate => {
             let bundle = ensure(client, cfg).await?;
-            sync_ca_bundle(client, &cfg.configuration_name, &bundle.published_pem).await?;
-            Ok(bundle.serving)
+            Ok((bundle.serving, Some(bundle.published_pem)))
         }
         CertificateSource::Secret => {
             let api: Api<Secret> = Api::namespaced(client.clone(), &cfg.namespace);
@@ -342,55 +339,11 @@ pub async fn load(client: &Client, cfg: &CertificateConfig) -> Result<ServingCer
                     source: Box::new(e),
                 })?
                 .ok_or_else(|| WebhookError::SecretMissing { secret: cfg.secret() })?;
-            serving_cert(&secret).ok_or_else(|| WebhookError::SecretIncomplete { secret: cfg.secret() })
+            let serving = serving_cert(&secret)
+                .ok_or_else(|| WebhookError::SecretIncomplete { secret: cfg.secret() })?;
+            Ok((serving, None))
         }
     }
-}
-
-/// Writes `ca_pem` into every webhook of the configuration (JSON patch per entry).
-async fn sync_ca_bundle(client: &Client, configuration: &str, ca_pem: &str) -> Result<(), WebhookError> {
-    let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let err = |e: kube::Error| WebhookError::CaBundle {
-        configuration: configuration.to_string(),
-        source: Box::new(e),
-    };
-    let Some(mwc) = api.get_opt(configuration).await.map_err(err)? else {
-        tracing::warn!(name = %configuration, "MutatingWebhookConfiguration not found; the apiserver cannot call the webhook until it exists");
-        return Ok(());
-    };
-    let encoded = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-    let ops: Vec<json_patch::PatchOperation> = mwc
-        .webhooks
-        .iter()
-        .flatten()
-        .enumerate()
-        .filter(|(_, w)| {
-            w.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()) != Some(ca_pem.as_bytes())
-        })
-        .map(|(i, _)| {
-            json_patch::PatchOperation::Add(json_patch::AddOperation {
-                path: json_patch::jsonptr::PointerBuf::from_tokens([
-                    "webhooks".to_string(),
-                    i.to_string(),
-                    "clientConfig".into(),
-                    "caBundle".into(),
-                ]),
-                value: serde_json::Value::String(encoded.clone()),
-            })
-        })
-        .collect();
-    if ops.is_empty() {
-        return Ok(());
-    }
-    let params = PatchParams {
-        field_manager: Some(names::FIELD_MANAGER.into()),
-        ..Default::default()
-    };
-    api.patch(configuration, &params, &Patch::<()>::Json(json_patch::Patch(ops)))
-        .await
-        .map_err(err)?;
-    tracing::info!(name = %configuration, "webhook caBundle updated");
-    Ok(())
 }
 
 #[cfg(test)]
@@ -406,7 +359,6 @@ mod tests {
             namespace: "ops".into(),
             secret_name: "wave-webhook-tls".into(),
             source: CertificateSource::Generate,
-            configuration_name: "wave".into(),
             dns_names: vec!["wave-webhook.ops.svc".into()],
             lifetime,
         }
