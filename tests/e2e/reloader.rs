@@ -565,3 +565,107 @@ async fn a_reloader_annotated_cron_job_starts_a_job_carrying_the_mark_as_reloade
         "the CronJob itself is not changed"
     );
 }
+
+#[tokio::test]
+async fn a_retried_job_start_whose_first_create_landed_starts_no_second_job() {
+    let (client, ns) = setup("reloader-cron-retry").await;
+    create_configmap(&client, &ns, "app", json!({"k": "v1"})).await;
+    let kind = WorkloadKind::CRON_JOB;
+    let spec = pod_spec(
+        json!({"envFrom": [{"configMapRef": {"name": "app"}}]}),
+        json!({"restartPolicy": "Never"}),
+    );
+    let cron_job = json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "nightly", "annotations": {AUTO: "true"}},
+        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {"spec": spec.clone()}}}}});
+    workloads(&client, &ns, kind)
+        .create(&Default::default(), &serde_json::from_value(cron_job).unwrap())
+        .await
+        .unwrap();
+    // wave under a user that may not create Jobs yet: its first create is refused, and retried.
+    let user = format!("wave-{ns}");
+    let role = |name: &str, rules: &str| {
+        format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+             rules:\n{rules}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\n\
+             metadata: {{name: {name}, namespace: {ns}}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}\n\
+             subjects: [{{kind: User, name: {user}}}]\n"
+        )
+    };
+    let watching = role(
+        "wave",
+        "- {apiGroups: [\"\"], resources: [configmaps, secrets], verbs: [get, list, watch]}\n\
+         - {apiGroups: [apps], resources: [deployments, statefulsets, daemonsets], verbs: [get, list, watch, patch]}\n\
+         - {apiGroups: [batch], resources: [cronjobs], verbs: [get, list, watch, patch]}\n\
+         - {apiGroups: [events.k8s.io], resources: [events], verbs: [create]}",
+    );
+    let (ok, text) = kubectl_stdin(&["apply", "-f", "-"], &watching);
+    assert!(ok, "{text}");
+    wait_authorized(&ns, &user, "watch", "cronjobs").await;
+    let kubeconfig = testenv::cluster().user_kubeconfig(&user, None);
+    let wave = Wave::start_as(
+        &kubeconfig,
+        &[&ns],
+        &["--cronjobs", "--reloader-compat", "--update-rate=inf"],
+    )
+    .await;
+    wait_for("wave to check the CronJob", TIMEOUT, || async {
+        (wave.noops() >= 1).then_some(())
+    })
+    .await;
+    patch_configmap(&client, &ns, "app", json!({"data": {"k": "v2"}})).await;
+    wait_for("the refused create to be counted", TIMEOUT, || async {
+        (wave.metric("wave_reconcile_errors_total", &[]) >= 1.0).then_some(())
+    })
+    .await;
+
+    // As if that create had landed and only its answer was lost: the Job of this config version
+    // exists. Its name is the CronJob's and a hash of the CronJob's uid and the ConfigMap's SHA-1 and
+    // version (Reloader's SHA-1, from sha1sum).
+    let cron = workload(&client, &ns, kind, "nightly").await;
+    let cm: k8s_openapi::api::core::v1::ConfigMap = kube::Api::namespaced(client.clone(), &ns)
+        .get("app")
+        .await
+        .unwrap();
+    let key = wave_core::refs::ConfigKey::new(wave_core::refs::ConfigKind::ConfigMap, &ns, "app");
+    let decision = wave_core::reloader::Decision {
+        marks: Vec::new(),
+        changed: vec![key.clone()],
+        observed: [(key.clone(), reloader_sha(&[("k", "v2")]))].into(),
+    };
+    let versions = [(key, wave_core::tracker::ObjectVersion::of(&cm.metadata))].into();
+    let name = wave_core::reloader::job_name(&cron, &decision, &versions);
+    let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> = kube::Api::namespaced(client.clone(), &ns);
+    let landed = json!({"metadata": {"name": name, "ownerReferences": [{"apiVersion": "batch/v1",
+            "kind": "CronJob", "name": "nightly", "uid": cron.uid, "controller": true}]},
+        "spec": {"suspend": true, "template": {"spec": spec}}});
+    jobs.create(&Default::default(), &serde_json::from_value(landed).unwrap())
+        .await
+        .unwrap();
+    let (ok, text) = kubectl_stdin(
+        &["apply", "-f", "-"],
+        &role(
+            "wave-jobs",
+            "- {apiGroups: [batch], resources: [jobs], verbs: [create]}",
+        ),
+    );
+    assert!(ok, "{text}");
+    wait_authorized(&ns, &user, "create", "jobs").await;
+
+    wave.expect_writes(1, "the retry's 409 counts as the reload done")
+        .await;
+    wait_event(&client, &ns, "nightly", "the Reloaded Event", |(_, reason, _)| {
+        reason == "Reloaded"
+    })
+    .await;
+    let names: Vec<String> = jobs
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|j| j.metadata.name)
+        .collect();
+    assert_eq!(names, [name], "one Job for one config version");
+}

@@ -83,22 +83,41 @@ pub async fn resolve_kind(client: &Client, resource: &ResourceSpec) -> Result<Wo
     }
 }
 
-/// Creates a Job (a reload of a CronJob opted in through Reloader's annotations).
+/// What [`create_job`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobStart {
+    /// The Job was created.
+    Created,
+    /// A Job of that name exists already: an earlier create of the same reload landed (its name is
+    /// derived from the CronJob and the config version, `wave_core::reloader::job_name`).
+    Existed,
+}
+
+/// Creates a named Job (a reload of a CronJob opted in through Reloader's annotations). A 409
+/// AlreadyExists is [`JobStart::Existed`], not an error: it is what a retry of a create that landed
+/// gets. The Job is not read back (wave has no `get` on Jobs); a Job of that exact name, which hashes
+/// the CronJob's uid and the config's version, can only have been made by someone who meant it.
 pub async fn create_job(
     client: &Client,
     namespace: &str,
     job: &serde_json::Value,
-) -> Result<(), kube::Error> {
+) -> Result<JobStart, kube::Error> {
     let job: k8s_openapi::api::batch::v1::Job =
         serde_json::from_value(job.clone()).map_err(kube::Error::SerdeError)?;
     let params = PostParams {
         field_manager: Some(names::FIELD_MANAGER.into()),
         ..Default::default()
     };
-    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), namespace)
+    match Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), namespace)
         .create(&params, &job)
         .await
-        .map(drop)
+    {
+        Ok(_) => Ok(JobStart::Created),
+        Err(kube::Error::Api(status)) if status.code == 409 && status.reason == "AlreadyExists" => {
+            Ok(JobStart::Existed)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Patch parameters naming wave as the field manager (every write wave makes).

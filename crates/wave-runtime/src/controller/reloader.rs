@@ -8,7 +8,8 @@
 //!   no marks ─► record what was seen ─► Noop (or Paused: look again when the pause ends)
 //!   marks    ─► held while a target flaps, or coalesced (as wave's own rollouts)
 //!            ─► token ─► lease ─► the write Reloader makes: a strategic merge PATCH (apps/v1, pausing a
-//!               Deployment that asks), a merge PATCH (Argo Rollout), or a Job started (CronJob);
+//!               Deployment that asks), a merge PATCH (Argo Rollout), or a Job started (CronJob,
+//!               named after the CronJob and the config version: a retried create is a 409, done);
 //!               patches guarded by resourceVersion
 //!            ─► record what was seen ─► Event `Reloaded` (Reloader's reason)
 //!            409 ⇒ re-read the workload and re-plan at once
@@ -99,7 +100,7 @@ pub async fn reconcile(
         }
         let result = if workload.id.kind == WorkloadKind::CRON_JOB {
             // Reloader does not patch a CronJob: it starts a Job from it, carrying the mark.
-            Some(start_job(ctx, &workload, &decision.marks).await?)
+            Some(start_job(ctx, &workload, &decision).await?)
         } else {
             let (mut body, kind) = reloader::reload_patch(&workload, &decision.marks, now);
             let style = match kind {
@@ -136,8 +137,15 @@ pub async fn reconcile(
     })
 }
 
-/// Starts a Job from CronJob `workload` with `marks` (a token and the lease first, like every write).
-async fn start_job(ctx: &Context, workload: &Workload, marks: &[Mark]) -> Result<Outcome, ReconcileError> {
+/// Starts a Job from CronJob `workload` with the decision's marks (a token and the lease first, like
+/// every write). The Job's name is derived from the CronJob and the config version
+/// (`wave_core::reloader::job_name`), so when an earlier create of this same reload landed (a timeout
+/// or a 5xx that hid its success, then a retry), the apiserver answers 409 and no second Job starts.
+async fn start_job(
+    ctx: &Context,
+    workload: &Workload,
+    decision: &reloader::Decision,
+) -> Result<Outcome, ReconcileError> {
     let id = &workload.id;
     if let Err(wait) = ctx.limiter().reserve(id, Instant::now()) {
         return Ok(Outcome::RateLimited(wait));
@@ -155,13 +163,30 @@ async fn start_job(ctx: &Context, workload: &Workload, marks: &[Mark]) -> Result
         Some(cron_job) => cron_job,
         None => return Ok(Outcome::Gone),
     };
-    let job = reloader::job_from_cron_job(&cron_job.data, workload, marks);
-    api::create_job(&ctx.client, &id.namespace, &job)
+    let versions = {
+        let tracker = ctx.tracker();
+        decision
+            .changed
+            .iter()
+            .filter_map(|key| Some((key.clone(), tracker.config(key)?.clone())))
+            .collect()
+    };
+    let name = reloader::job_name(workload, decision, &versions);
+    let job = reloader::job_from_cron_job(&cron_job.data, workload, &decision.marks, &name);
+    let started = api::create_job(&ctx.client, &id.namespace, &job)
         .await
         .map_err(|source| ReconcileError::PatchWorkload {
             workload: id.clone(),
             source: Box::new(source),
         })?;
+    match started {
+        api::JobStart::Created => tracing::debug!(workload = %id, job = name, "started a Job"),
+        api::JobStart::Existed => tracing::info!(
+            workload = %id,
+            job = name,
+            "the Job of this config version exists already (an earlier create landed); not starting another"
+        ),
+    }
     Ok(Outcome::Written)
 }
 
