@@ -170,6 +170,11 @@ pub struct ExplainArgs {
     /// The `--hash-key-secret` wave runs with, so that the desired hash matches the controller's.
     #[arg(long, env = "WAVE_HASH_KEY_SECRET", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
     pub hash_key_secret: Option<SecretName>,
+    /// wave runs with `--reloader-compat`: a workload with only Reloader's annotations is explained as
+    /// one wave reloads as Reloader does, not as one it leaves alone.
+    #[arg(long, env = "WAVE_RELOADER_COMPAT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
+    pub reloader_compat: bool,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
@@ -278,6 +283,10 @@ pub struct StatusArgs {
     /// The `--hash-key-secret` wave runs with, so that the desired hashes match the controller's.
     #[arg(long, value_parser = SecretName::parse)]
     pub hash_key_secret: Option<SecretName>,
+    /// wave runs with `--reloader-compat` (see `wave explain --help`).
+    #[arg(long, env = "WAVE_RELOADER_COMPAT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
+    pub reloader_compat: bool,
     /// How to reach the cluster.
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -474,10 +483,17 @@ pub struct RunArgs {
 
     /// Handle workloads opted in through Stakater Reloader's annotations as Reloader v1.4.21 does,
     /// writing exactly what it writes, so switching from Reloader rolls nothing
-    /// (`docs/migrating-from-reloader.md`). `--reloader-compat=false` leaves them alone.
+    /// (`docs/migrating-from-reloader.md`). Off by default: workloads that carry only Reloader's
+    /// annotations are left alone. When on and a running Reloader is found at start-up, wave warns
+    /// (log, `wave_reloader_running`, an Event on `--own-deployment`).
     #[arg(long, env = "WAVE_RELOADER_COMPAT", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", default_value = "true", action = ArgAction::Set)]
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub reloader_compat: bool,
+
+    /// wave's own Deployment (NAMESPACE/NAME; the chart sets it): start-up warnings, such as a running
+    /// Reloader competing with `--reloader-compat`, are also published there as Warning Events.
+    #[arg(long, env = "WAVE_OWN_DEPLOYMENT", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
+    pub own_deployment: Option<SecretName>,
 
     /// For Reloader-annotated workloads: how a reload is written, as Reloader's flag of the same name:
     /// `env-vars` (a `STAKATER_<NAME>_<KIND>` env var) or `annotations` (`last-reloaded-from`).
@@ -605,6 +621,9 @@ impl RunArgs {
                 resource_selector: self.resource_label_selector.clone(),
                 reload_on_delete: self.reload_on_delete,
             }),
+            own_deployment: self.own_deployment.as_ref().map(|d| {
+                wave_core::workload::WorkloadRef::new(WorkloadKind::DEPLOYMENT, &d.namespace, &d.name)
+            }),
             build: BUILD,
         }
     }
@@ -726,11 +745,13 @@ mod tests {
     }
 
     #[test]
-    fn reloader_flags_become_the_reloader_options_and_compatibility_is_on_by_default() {
-        let config = parse(&["run"]).into_config();
+    fn reloader_flags_become_the_reloader_options_and_compatibility_is_off_by_default() {
+        assert_eq!(parse(&["run"]).into_config().reloader, None);
+        let config = parse(&["run", "--reloader-compat"]).into_config();
         assert_eq!(config.reloader, Some(wave_core::reloader::Options::default()));
         let config = parse(&[
             "run",
+            "--reloader-compat=true",
             "--reload-strategy=annotations",
             "--auto-reload-all",
             "--resources-to-ignore=secrets",

@@ -352,7 +352,7 @@ fn requests_until(
         let at = e["requestReceivedTimestamp"]
             .as_str()
             .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
-        if e["user"]["username"] != user || !counted || !at.is_some_and(|t| t < until) {
+        if e["user"]["username"] != user || !counted || at.is_none_or(|t| t >= until) {
             continue;
         }
         let resource = e["objectRef"]["resource"].as_str().unwrap_or("-");
@@ -855,6 +855,7 @@ async fn argo_rollouts_and_a_custom_workload_resource_get_their_templates_hashed
         &[
             "--update-rate=inf",
             "--argo-rollouts",
+            "--reloader-compat",
             "--workload-resource=example.wave.test/v1/widgets:/spec/runner/template",
         ],
     )

@@ -935,6 +935,61 @@ pub fn resume_patch(workload: &Workload) -> Value {
     })
 }
 
+/// Whether `workload` runs Stakater Reloader: a Deployment scaled above zero whose pod template has a
+/// container with Reloader's image (`stakater/reloader`, from any registry or mirror, any tag or
+/// digest) or the env var `RELOADER_DEPLOYMENT_NAME` that Reloader's chart and manifests set (v1.4.21,
+/// `deployments/kubernetes/chart/reloader/templates/deployment.yaml` and
+/// `deployments/kubernetes/manifests/deployment.yaml` of <https://github.com/stakater/Reloader>).
+///
+/// Neither its name nor its labels say it reliably (the chart's `fullnameOverride`, `nameOverride`
+/// and the plain manifests' bare `app` label), and its lease exists only with `--enable-ha`; the pod
+/// template is already in wave's view of every workload, so this costs no request and no right.
+pub fn runs_reloader(workload: &Workload) -> bool {
+    if workload.id.kind != WorkloadKind::DEPLOYMENT || workload.progress.spec_replicas == Some(0) {
+        return false;
+    }
+    let template = &workload.template;
+    if !template.mentions(names::IMAGE) && !template.mentions(names::DEPLOYMENT_NAME_ENV) {
+        return false;
+    }
+    let spec = template.typed().spec.unwrap_or_default();
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .any(|c| {
+            c.image.as_deref().is_some_and(is_reloader_image)
+                || c.env
+                    .iter()
+                    .flatten()
+                    .any(|e| e.name == names::DEPLOYMENT_NAME_ENV)
+        })
+}
+
+/// Whether image reference `image` names Reloader's repository (`names::IMAGE`).
+fn is_reloader_image(image: &str) -> bool {
+    let repository = image.split('@').next().unwrap_or_default();
+    // A tag follows the last `:` after the last `/` (an earlier `:` is a registry's port).
+    let repository = match repository.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') => repo,
+        _ => repository,
+    };
+    repository == names::IMAGE
+        || repository
+            .strip_suffix(names::IMAGE)
+            .is_some_and(|registry| registry.ends_with('/'))
+}
+
+/// The workloads among `workloads` that run Reloader ([`runs_reloader`]), sorted.
+pub fn running_reloaders<'a>(workloads: impl IntoIterator<Item = &'a Workload>) -> Vec<WorkloadRef> {
+    let mut found: Vec<WorkloadRef> = workloads
+        .into_iter()
+        .filter(|w| runs_reloader(w))
+        .map(|w| w.id.clone())
+        .collect();
+    found.sort();
+    found
+}
+
 /// For each workload opted in through Reloader's annotations, the SHA-1 of each target as wave last saw
 /// it (or wrote it): what a target the workload carries no mark for is compared with. In memory only; a
 /// restart starts from what the workloads carry (`docs/migrating-from-reloader.md`, "After a restart").
@@ -1679,5 +1734,66 @@ mod tests {
                 "{cron_name}"
             );
         }
+    }
+
+    fn deployment_running(image: &str, env: Value, replicas: Option<i64>) -> Workload {
+        let mut w = crate::workload::testing::deployment(
+            "tools",
+            "something",
+            &[],
+            json!({"containers": [{"name": "main", "image": image, "env": env}]}),
+        );
+        w.progress.spec_replicas = replicas;
+        w
+    }
+
+    #[test]
+    fn a_running_reloader_is_known_by_its_image_or_its_chart_s_env_var_and_not_when_scaled_to_zero() {
+        for image in [
+            "ghcr.io/stakater/reloader:v1.4.21",
+            "stakater/reloader:v1.4.21-ubi",
+            "docker.io/stakater/reloader",
+            "registry.example.com:5000/mirror/stakater/reloader@sha256:0123",
+        ] {
+            assert!(
+                runs_reloader(&deployment_running(image, json!([]), Some(1))),
+                "{image}"
+            );
+        }
+        let by_env = deployment_running(
+            "registry.example.com/tools/config-reloader:1",
+            json!([{"name": "RELOADER_DEPLOYMENT_NAME", "value": "reloader-reloader"}]),
+            None,
+        );
+        assert!(runs_reloader(&by_env), "renamed image, the chart's env var");
+        for image in [
+            "ghcr.io/stakater/reloader-operator:v1",
+            "example.com/notstakater/reloader:v1",
+            "stakater/reloader-helper",
+            "nginx",
+        ] {
+            assert!(
+                !runs_reloader(&deployment_running(image, json!([]), Some(1))),
+                "{image}"
+            );
+        }
+        assert!(
+            !runs_reloader(&deployment_running(
+                "ghcr.io/stakater/reloader:v1.4.21",
+                json!([]),
+                Some(0)
+            )),
+            "scaled to zero: stopped, as docs/migrating-from-reloader.md says to"
+        );
+        let mut daemon = deployment_running("ghcr.io/stakater/reloader:v1.4.21", json!([]), Some(1));
+        daemon.id.kind = WorkloadKind::DAEMON_SET;
+        assert!(!runs_reloader(&daemon), "Reloader is shipped as a Deployment");
+        let mut other = deployment_running("nginx", json!([]), Some(2));
+        other.id.name = "web".into();
+        let reloader = deployment_running("ghcr.io/stakater/reloader:v1.4.21", json!([]), Some(1));
+        assert_eq!(
+            running_reloaders([&other, &reloader]),
+            std::slice::from_ref(&reloader.id)
+        );
     }
 }

@@ -62,9 +62,11 @@ pub struct Config {
     pub rollout_deadline: Duration,
     /// Keep config history for every workload that does not say `config-history: "false"`.
     pub config_history: bool,
-    /// `--reloader-compat` (on by default): workloads opted in through Stakater Reloader's annotations
+    /// `--reloader-compat` (off by default): workloads opted in through Stakater Reloader's annotations
     /// are handled as Reloader would (`docs/migrating-from-reloader.md`); `None` when off.
     pub reloader: Option<wave_core::reloader::Options>,
+    /// `--own-deployment`: wave's own Deployment, where start-up warnings are published as Events.
+    pub own_deployment: Option<wave_core::workload::WorkloadRef>,
     /// What the binary is (`wave_build_info`, the startup log line).
     pub build: BuildInfo,
 }

@@ -17,12 +17,17 @@
 //!
 //! Pacing, undo pins and config history work on wave's config hash, which these workloads do not carry;
 //! they apply to workloads opted in with wave's own annotation (`docs/migrating-from-reloader.md`).
+//!
+//! [`look_for_reloader`], once every watch has listed and at each resync: with compatibility on, a
+//! Deployment running Stakater Reloader (`wave_core::reloader::runs_reloader`, read from the workloads
+//! wave already watches) is announced once, loudly: a warning, `wave_reloader_running`, and a Warning
+//! Event on `--own-deployment`. With it off, the workloads wave leaves alone are counted in one line.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use wave_core::names::{
-    action,
+    action, reason,
     reloader::{RELOADED, RESUMED},
 };
 use wave_core::refs::{Keys, Reference, References};
@@ -244,4 +249,51 @@ fn after_write(
     );
     ctx.events
         .publish(workload, EventType::Normal, RELOADED, action::RELOAD, note);
+}
+
+/// Looks for a running Stakater Reloader (see the module docs). Called once every watch has listed (the
+/// tracker then holds every workload of the watched namespaces) and at each resync.
+pub fn look_for_reloader(ctx: &Context) {
+    let (running, own_uid, reloader_only) = {
+        let tracker = ctx.tracker();
+        if tracker.reloader().is_none() {
+            let defaults = reloader::Options::default();
+            let reloader_only = tracker
+                .workloads()
+                .filter(|w| !w.is_opted_in() && reloader::selection(w, &defaults).is_some())
+                .count();
+            (Vec::new(), None, reloader_only)
+        } else {
+            let own_uid = ctx
+                .own_deployment
+                .as_ref()
+                .and_then(|id| tracker.workload_view(id))
+                .map(|w| w.uid.clone());
+            (reloader::running_reloaders(tracker.workloads()), own_uid, 0)
+        }
+    };
+    if reloader_only > 0 && ctx.reloader_sightings.note_reloader_only(reloader_only) {
+        tracing::info!(
+            workloads = reloader_only,
+            "workloads carry only Stakater Reloader's annotations; Reloader compatibility is off, so wave leaves them alone (--reloader-compat turns it on)"
+        );
+    }
+    for found in ctx.reloader_sightings.update(running) {
+        let note = format!(
+            "Stakater Reloader runs in Deployment {found}, and wave runs with --reloader-compat: both act on \
+             the same changes of Reloader-annotated workloads (two rollouts per change, two Jobs per CronJob \
+             reload). Stop Reloader (scale it to 0) or turn --reloader-compat off (docs/migrating-from-reloader.md)."
+        );
+        tracing::warn!(reloader = %found, "{note}");
+        if let Some(own) = &ctx.own_deployment {
+            ctx.events.publish_about(
+                own,
+                own_uid.as_deref(),
+                EventType::Warning,
+                reason::RELOADER_RUNNING,
+                action::START,
+                note,
+            );
+        }
+    }
 }
