@@ -497,38 +497,38 @@ pub struct RunArgs {
 
     /// For Reloader-annotated workloads: how a reload is written, as Reloader's flag of the same name:
     /// `env-vars` (a `STAKATER_<NAME>_<KIND>` env var) or `annotations` (`last-reloaded-from`).
-    #[arg(long, env = "WAVE_RELOAD_STRATEGY", default_value = "env-vars",
+    #[arg(long, env = "WAVE_RELOAD_STRATEGY", default_value = "env-vars", requires = "reloader_compat",
           value_parser = PossibleValuesParser::new(["env-vars", "annotations"])
               .map(|s| s.parse::<wave_core::reloader::Strategy>().unwrap_or_default()))]
     pub reload_strategy: wave_core::reloader::Strategy,
 
     /// Reloader's `--auto-reload-all`: every workload not opted in to wave, whose Reloader `auto`
     /// annotations are unset, reloads on changes to the ConfigMaps and Secrets it references.
-    #[arg(long, env = "WAVE_AUTO_RELOAD_ALL", num_args = 0..=1, require_equals = true,
+    #[arg(long, env = "WAVE_AUTO_RELOAD_ALL", num_args = 0..=1, require_equals = true, requires = "reloader_compat",
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub auto_reload_all: bool,
 
     /// Reloader's `--resources-to-ignore`: `configmaps` or `secrets`, whose changes reload no
     /// Reloader-annotated workload (workloads opted in to wave are not affected).
-    #[arg(long, env = "WAVE_RESOURCES_TO_IGNORE", value_delimiter = ',', value_name = "KIND",
+    #[arg(long, env = "WAVE_RESOURCES_TO_IGNORE", value_delimiter = ',', value_name = "KIND", requires = "reloader_compat",
           value_parser = PossibleValuesParser::new(["configmaps", "secrets"]))]
     pub resources_to_ignore: Vec<String>,
 
     /// Reloader's `--reload-on-create`: a ConfigMap or Secret created while wave runs reloads the
     /// Reloader-annotated workloads it targets.
-    #[arg(long, env = "WAVE_RELOAD_ON_CREATE", num_args = 0..=1, require_equals = true,
+    #[arg(long, env = "WAVE_RELOAD_ON_CREATE", num_args = 0..=1, require_equals = true, requires = "reloader_compat",
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub reload_on_create: bool,
 
     /// Reloader's `--resource-label-selector`: only ConfigMaps and Secrets whose labels this selector
     /// selects reload Reloader-annotated workloads (`kubectl -l` syntax, or Reloader's `key:value`).
-    #[arg(long, env = "WAVE_RESOURCE_LABEL_SELECTOR", value_name = "SELECTOR",
+    #[arg(long, env = "WAVE_RESOURCE_LABEL_SELECTOR", value_name = "SELECTOR", requires = "reloader_compat",
           value_parser = wave_core::selector::LabelSelector::parse)]
     pub resource_label_selector: Option<wave_core::selector::LabelSelector>,
 
     /// Reloader's `--reload-on-delete`: one deleted while wave runs reloads them too (its env var is
     /// removed, or `last-reloaded-from` names it with the SHA-1 of no data).
-    #[arg(long, env = "WAVE_RELOAD_ON_DELETE", num_args = 0..=1, require_equals = true,
+    #[arg(long, env = "WAVE_RELOAD_ON_DELETE", num_args = 0..=1, require_equals = true, requires = "reloader_compat",
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub reload_on_delete: bool,
 
@@ -765,7 +765,21 @@ mod tests {
             parse(&["run", "--reloader-compat=false"]).into_config().reloader,
             None
         );
-        let bad = Cli::try_parse_from(["wave", "run", "--reload-strategy=restart"]);
+        for flag in [
+            "--auto-reload-all",
+            "--reload-strategy=annotations",
+            "--resources-to-ignore=secrets",
+            "--reload-on-create",
+            "--reload-on-delete",
+            "--resource-label-selector=a=b",
+        ] {
+            let quiet = Cli::try_parse_from(["wave", "run", flag]);
+            assert!(
+                quiet.is_err_and(|e| e.to_string().contains("--reloader-compat")),
+                "{flag} alone would do nothing: it asks for --reloader-compat"
+            );
+        }
+        let bad = Cli::try_parse_from(["wave", "run", "--reloader-compat", "--reload-strategy=restart"]);
         assert!(
             bad.unwrap_err().to_string().contains("env-vars"),
             "names the accepted values"
