@@ -178,6 +178,11 @@ pub struct ExplainArgs {
     /// such entries out of the hash, unread; `allow` hashes them as Wave does. Match `wave run`'s.
     #[arg(long, env = "WAVE_CROSS_NAMESPACE_REFERENCES", default_value = "deny", value_parser = CrossNamespace::parse)]
     pub cross_namespace_references: CrossNamespace,
+    /// wave runs with `--reloader-compat`: a workload with only Reloader's annotations is explained as
+    /// one wave reloads as Reloader does, not as one it leaves alone.
+    #[arg(long, env = "WAVE_RELOADER_COMPAT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
+    pub reloader_compat: bool,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
@@ -294,6 +299,10 @@ pub struct StatusArgs {
     /// such entries out of the hash, unread; `allow` hashes them as Wave does. Match `wave run`'s.
     #[arg(long, env = "WAVE_CROSS_NAMESPACE_REFERENCES", default_value = "deny", value_parser = CrossNamespace::parse)]
     pub cross_namespace_references: CrossNamespace,
+    /// wave runs with `--reloader-compat` (see `wave explain --help`).
+    #[arg(long, env = "WAVE_RELOADER_COMPAT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
+    pub reloader_compat: bool,
     /// How to reach the cluster.
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -510,45 +519,52 @@ pub struct RunArgs {
 
     /// Handle workloads opted in through Stakater Reloader's annotations as Reloader v1.4.21 does,
     /// writing exactly what it writes, so switching from Reloader rolls nothing
-    /// (`docs/migrating-from-reloader.md`). `--reloader-compat=false` leaves them alone.
+    /// (`docs/migrating-from-reloader.md`). Off by default: workloads that carry only Reloader's
+    /// annotations are left alone. When on and a running Reloader is found at start-up, wave warns
+    /// (log, `wave_reloader_running`, an Event on `--own-deployment`).
     #[arg(long, env = "WAVE_RELOADER_COMPAT", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", default_value = "true", action = ArgAction::Set)]
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub reloader_compat: bool,
+
+    /// wave's own Deployment (NAMESPACE/NAME; the chart sets it): start-up warnings, such as a running
+    /// Reloader competing with `--reloader-compat`, are also published there as Warning Events.
+    #[arg(long, env = "WAVE_OWN_DEPLOYMENT", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
+    pub own_deployment: Option<SecretName>,
 
     /// For Reloader-annotated workloads: how a reload is written, as Reloader's flag of the same name:
     /// `env-vars` (a `STAKATER_<NAME>_<KIND>` env var) or `annotations` (`last-reloaded-from`).
-    #[arg(long, env = "WAVE_RELOAD_STRATEGY", default_value = "env-vars",
+    #[arg(long, env = "WAVE_RELOAD_STRATEGY", default_value = "env-vars", requires = "reloader_compat",
           value_parser = PossibleValuesParser::new(["env-vars", "annotations"])
               .map(|s| s.parse::<wave_core::reloader::Strategy>().unwrap_or_default()))]
     pub reload_strategy: wave_core::reloader::Strategy,
 
     /// Reloader's `--auto-reload-all`: every workload not opted in to wave, whose Reloader `auto`
     /// annotations are unset, reloads on changes to the ConfigMaps and Secrets it references.
-    #[arg(long, env = "WAVE_AUTO_RELOAD_ALL", num_args = 0..=1, require_equals = true,
+    #[arg(long, env = "WAVE_AUTO_RELOAD_ALL", num_args = 0..=1, require_equals = true, requires = "reloader_compat",
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub auto_reload_all: bool,
 
     /// Reloader's `--resources-to-ignore`: `configmaps` or `secrets`, whose changes reload no
     /// Reloader-annotated workload (workloads opted in to wave are not affected).
-    #[arg(long, env = "WAVE_RESOURCES_TO_IGNORE", value_delimiter = ',', value_name = "KIND",
+    #[arg(long, env = "WAVE_RESOURCES_TO_IGNORE", value_delimiter = ',', value_name = "KIND", requires = "reloader_compat",
           value_parser = PossibleValuesParser::new(["configmaps", "secrets"]))]
     pub resources_to_ignore: Vec<String>,
 
     /// Reloader's `--reload-on-create`: a ConfigMap or Secret created while wave runs reloads the
     /// Reloader-annotated workloads it targets.
-    #[arg(long, env = "WAVE_RELOAD_ON_CREATE", num_args = 0..=1, require_equals = true,
+    #[arg(long, env = "WAVE_RELOAD_ON_CREATE", num_args = 0..=1, require_equals = true, requires = "reloader_compat",
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub reload_on_create: bool,
 
     /// Reloader's `--resource-label-selector`: only ConfigMaps and Secrets whose labels this selector
     /// selects reload Reloader-annotated workloads (`kubectl -l` syntax, or Reloader's `key:value`).
-    #[arg(long, env = "WAVE_RESOURCE_LABEL_SELECTOR", value_name = "SELECTOR",
+    #[arg(long, env = "WAVE_RESOURCE_LABEL_SELECTOR", value_name = "SELECTOR", requires = "reloader_compat",
           value_parser = wave_core::selector::LabelSelector::parse)]
     pub resource_label_selector: Option<wave_core::selector::LabelSelector>,
 
     /// Reloader's `--reload-on-delete`: one deleted while wave runs reloads them too (its env var is
     /// removed, or `last-reloaded-from` names it with the SHA-1 of no data).
-    #[arg(long, env = "WAVE_RELOAD_ON_DELETE", num_args = 0..=1, require_equals = true,
+    #[arg(long, env = "WAVE_RELOAD_ON_DELETE", num_args = 0..=1, require_equals = true, requires = "reloader_compat",
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub reload_on_delete: bool,
 
@@ -649,6 +665,9 @@ impl RunArgs {
                 reload_on_create: self.reload_on_create,
                 resource_selector: self.resource_label_selector.clone(),
                 reload_on_delete: self.reload_on_delete,
+            }),
+            own_deployment: self.own_deployment.as_ref().map(|d| {
+                wave_core::workload::WorkloadRef::new(WorkloadKind::DEPLOYMENT, &d.namespace, &d.name)
             }),
             build: BUILD,
         }
@@ -771,11 +790,13 @@ mod tests {
     }
 
     #[test]
-    fn reloader_flags_become_the_reloader_options_and_compatibility_is_on_by_default() {
-        let config = parse(&["run"]).into_config();
+    fn reloader_flags_become_the_reloader_options_and_compatibility_is_off_by_default() {
+        assert_eq!(parse(&["run"]).into_config().reloader, None);
+        let config = parse(&["run", "--reloader-compat"]).into_config();
         assert_eq!(config.reloader, Some(wave_core::reloader::Options::default()));
         let config = parse(&[
             "run",
+            "--reloader-compat=true",
             "--reload-strategy=annotations",
             "--auto-reload-all",
             "--resources-to-ignore=secrets",
@@ -789,7 +810,21 @@ mod tests {
             parse(&["run", "--reloader-compat=false"]).into_config().reloader,
             None
         );
-        let bad = Cli::try_parse_from(["wave", "run", "--reload-strategy=restart"]);
+        for flag in [
+            "--auto-reload-all",
+            "--reload-strategy=annotations",
+            "--resources-to-ignore=secrets",
+            "--reload-on-create",
+            "--reload-on-delete",
+            "--resource-label-selector=a=b",
+        ] {
+            let quiet = Cli::try_parse_from(["wave", "run", flag]);
+            assert!(
+                quiet.is_err_and(|e| e.to_string().contains("--reloader-compat")),
+                "{flag} alone would do nothing: it asks for --reloader-compat"
+            );
+        }
+        let bad = Cli::try_parse_from(["wave", "run", "--reloader-compat", "--reload-strategy=restart"]);
         assert!(
             bad.unwrap_err().to_string().contains("env-vars"),
             "names the accepted values"

@@ -145,8 +145,14 @@ async fn run_on(cluster: &testenv::Cluster, wave: &Profile, reloader: &Profile) 
     theirs.stop();
 
     let from = Timestamp::now();
-    let ours = Running::start_with(wave, &[format!("--namespaces={NS}")], &kubeconfig(wave), &log)
-        .map_err(|e| format!("starting wave: {e}"))?;
+    // Reloader compatibility is off by default: the switch turns it on.
+    let ours = Running::start_with(
+        wave,
+        &[format!("--namespaces={NS}"), "--reloader-compat".into()],
+        &kubeconfig(wave),
+        &log,
+    )
+    .map_err(|e| format!("starting wave: {e}"))?;
     let metrics = crate::migration::metrics_port(wave).ok_or("wave's profile has no metrics address")?;
     let deadline = Instant::now() + Duration::from_secs(300);
     while crate::migration::reconciles(metrics) < WORKLOADS as f64 {

@@ -104,13 +104,18 @@ pub async fn run(args: &Args, profile: &Profile) -> Result<LoadResult, Error> {
 }
 
 /// The controller as the suite runs it: Reloader at its shipped strategy (env vars; it has no write
-/// limit), the Waves with their write limit off as everywhere else. L11 restarts Reloader with
+/// limit), the Waves with their write limit off as everywhere else, and wave with Reloader
+/// compatibility on (off by default), which L12's annotations need. L11 restarts Reloader with
 /// `--reload-strategy=annotations`.
 fn base(profile: &Profile) -> Profile {
-    if profile.name == "reloader" {
-        profile.at_defaults()
-    } else {
-        profile.clone()
+    match profile.name {
+        "reloader" => profile.at_defaults(),
+        "wave" => {
+            let mut wave = profile.clone();
+            wave.args.push("--reloader-compat".into());
+            wave
+        }
+        _ => profile.clone(),
     }
 }
 

@@ -62,7 +62,14 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
         .map_err(cluster_error(format!("reading {id}")))?
         .ok_or_else(|| CommandError::NotFound(id.to_string()))?;
     let hashing = hashing(&client, args.hash_key_secret.as_ref()).await?;
-    let a = assess(&client, &workload, &hashing, args.cross_namespace_references).await?;
+    let a = assess(
+        &client,
+        &workload,
+        &hashing,
+        args.cross_namespace_references,
+        args.reloader_compat,
+    )
+    .await?;
     let e = Explanation {
         workload: id.to_string(),
         opted_in: workload.is_opted_in(),
@@ -78,13 +85,14 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Assesses `workload` as `wave run` would (with its default `--max-gate-duration`) under `policy`
-/// for references to other namespaces.
+/// Assesses `workload` as `wave run` would (with its default `--max-gate-duration`), under `policy`
+/// for references to other namespaces and with `--reloader-compat` as `reloader_compat` says.
 pub(crate) async fn assess(
     client: &kube::Client,
     workload: &Workload,
     hashing: &Hashing,
     policy: CrossNamespace,
+    reloader_compat: bool,
 ) -> Result<Assessment, CommandError> {
     // Show the references even when the workload is not opted in, so the opt-in can be checked.
     let refs = refs::discover(
@@ -175,12 +183,23 @@ pub(crate) async fn assess(
             ),
             None,
         )
-    } else if !workload.is_opted_in() && reloader.is_some() {
+    } else if !workload.is_opted_in() && reloader.is_some() && reloader_compat {
         (
             "reloader",
-            "opted in through Stakater Reloader's annotations: `wave run` writes what Reloader writes, not a \
-             config hash (docs/migrating-from-reloader.md)"
+            "opted in through Stakater Reloader's annotations: `wave run --reloader-compat` writes what \
+             Reloader writes, not a config hash (docs/migrating-from-reloader.md)"
                 .to_string(),
+            None,
+        )
+    } else if !workload.is_opted_in() && reloader.is_some() {
+        (
+            "ignored",
+            format!(
+                "it carries only Stakater Reloader's annotations, and Reloader compatibility is off (the default): \
+                 wave leaves it alone. `wave run --reloader-compat` (chart: reloader.compat=true) reloads it as \
+                 Reloader does; {} opts it in to wave's config hash (docs/migrating-from-reloader.md)",
+                names::UPDATE_ON_CONFIG_CHANGE
+            ),
             None,
         )
     } else if !workload.is_opted_in() {

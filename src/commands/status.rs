@@ -52,7 +52,14 @@ pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
     let now = Timestamp::now();
     let mut views = Vec::new();
     for w in &workloads {
-        let a = assess(&client, w, &hashing, args.cross_namespace_references).await?;
+        let a = assess(
+            &client,
+            w,
+            &hashing,
+            args.cross_namespace_references,
+            args.reloader_compat,
+        )
+        .await?;
         views.push(StatusView {
             workload: w.id.to_string(),
             current_hash: a.current_hash,

@@ -57,7 +57,7 @@ async fn wakeups_after_changes(client: &kube::Client, ns: &str, wave: &Wave, exp
 }
 
 #[tokio::test]
-async fn at_start_up_a_namespace_of_many_referenced_objects_is_read_with_lists_not_one_get_each() {
+async fn at_start_up_a_namespace_of_many_referenced_configmaps_is_read_with_lists_and_secrets_one_get_each() {
     let (client, ns) = setup("bulk").await;
     let n = 2 * wave_core::tracker::BULK_READ_MIN;
     let names: Vec<String> = (0..n).map(|i| format!("app-{i}")).collect();
@@ -70,7 +70,7 @@ async fn at_start_up_a_namespace_of_many_referenced_objects_is_read_with_lists_n
         );
         create_workload(&client, &ns, WorkloadKind::DEPLOYMENT, name, opted_in(&[]), spec).await;
     }
-    // A Helm release (up to 1 MiB, referenced by no pod) is left out of the bulk read.
+    // A Helm release (up to 1 MiB, referenced by no pod) is never read.
     let release: Secret = serde_json::from_value(json!({
         "metadata": {"name": "sh.helm.release.v1.app.v1"}, "type": "helm.sh/release.v1",
         "stringData": {"release": "H4sI"}
@@ -95,14 +95,19 @@ async fn at_start_up_a_namespace_of_many_referenced_objects_is_read_with_lists_n
             "{name}: the hash of what the LIST read"
         );
     }
-    let gets = || wave.metric("wave_content_fetches_total", &[]);
-    assert_eq!(gets(), 0.0, "no object was read on its own");
+    let gets = |kind: &str| wave.metric("wave_content_fetches_total", &[&format!("kind=\"{kind}\"")]);
+    assert_eq!(gets("ConfigMap"), 0.0, "no ConfigMap was read on its own");
+    assert_eq!(
+        gets("Secret"),
+        n as f64,
+        "each referenced Secret is read on its own (a LIST would read the Helm release's data too)"
+    );
 
     // A change after start-up is read on its own, as before.
     let before = hash_of(&client, &ns, WorkloadKind::DEPLOYMENT, "app-0").await;
     patch_configmap(&client, &ns, "app-0", json!({"data": {"level": "changed"}})).await;
     wait_hash_change(&client, &ns, WorkloadKind::DEPLOYMENT, "app-0", before.as_deref()).await;
-    assert_eq!(gets(), 1.0, "the changed ConfigMap, once");
+    assert_eq!(gets("ConfigMap"), 1.0, "the changed ConfigMap, once");
 }
 
 #[tokio::test]
@@ -145,11 +150,215 @@ async fn watching_every_namespace_a_few_referenced_objects_in_each_are_read_with
             "{ns}/{name}: the hash of what the LIST read"
         );
     }
+    let gets = |kind: &str| wave.metric("wave_content_fetches_total", &[&format!("kind=\"{kind}\"")]);
+    assert_eq!(gets("ConfigMap"), 0.0, "no ConfigMap was read on its own");
     assert_eq!(
-        wave.metric("wave_content_fetches_total", &[]),
-        0.0,
-        "no object was read on its own"
+        gets("Secret"),
+        workloads.len() as f64,
+        "each referenced Secret, once"
     );
+}
+
+/// Secrets nobody references, in a namespace of their own.
+const UNREFERENCED_SECRETS: usize = 1000;
+
+#[tokio::test]
+async fn at_start_up_wave_reads_the_data_of_no_secret_that_no_workload_references() {
+    // A control plane of its own, whose audit log shows the kind of every Secret read's response: a
+    // metadata-only read cannot be told from one returning data by its URI.
+    let dir = std::env::temp_dir().join(format!("wave-secret-reads-{}", std::process::id()));
+    let cluster = tokio::task::spawn_blocking(move || {
+        testenv::Cluster::start_in(dir, &["--audit-secret-reads", "--nodes=1"])
+    })
+    .await
+    .expect("starting the control plane");
+    let client = cluster.client().await;
+    // `mixed`: 12 Secrets and ConfigMaps referenced (4 Deployments, 3 of each) and 4 Secrets nobody
+    // references: most of the namespace is referenced, which the old rule read with one LIST of the
+    // namespace, the data of those 4 included. `idle`: a thousand Secrets nobody references.
+    let mixed = testenv::namespace(&client, "reads-mixed").await;
+    let idle = testenv::namespace(&client, "reads-idle").await;
+    let mut referenced = std::collections::BTreeSet::new();
+    for d in 0..4 {
+        let mut env_from = Vec::new();
+        for i in 0..3 {
+            let name = format!("app-{d}-{i}");
+            create_configmap(&client, &mixed, &name, json!({"level": name})).await;
+            create_secret(&client, &mixed, &name, json!({"token": name})).await;
+            env_from.push(json!({"configMapRef": {"name": name}}));
+            env_from.push(json!({"secretRef": {"name": name}}));
+            referenced.insert((mixed.clone(), name));
+        }
+        let spec = pod_spec(json!({"envFrom": env_from}), json!({}));
+        create_workload(
+            &client,
+            &mixed,
+            WorkloadKind::DEPLOYMENT,
+            &format!("app-{d}"),
+            opted_in(&[]),
+            spec,
+        )
+        .await;
+    }
+    for i in 0..4 {
+        create_secret(&client, &mixed, &format!("spare-{i}"), json!({"token": "unused"})).await;
+    }
+    let names: Vec<String> = (0..UNREFERENCED_SECRETS).map(|i| format!("idle-{i}")).collect();
+    for batch in names.chunks(50) {
+        let mut creates = tokio::task::JoinSet::new();
+        for name in batch {
+            let (client, ns, name) = (client.clone(), idle.clone(), name.clone());
+            creates
+                .spawn(async move { create_secret(&client, &ns, &name, json!({"token": "unused"})).await });
+        }
+        while let Some(done) = creates.join_next().await {
+            done.expect("creating a Secret");
+        }
+    }
+    for d in 0..4 {
+        settled_revisions(&client, &mixed, WorkloadKind::DEPLOYMENT, &format!("app-{d}")).await;
+    }
+
+    // wave under a user of its own, so the audit log attributes its requests; every namespace watched.
+    let user = "wave-secret-reads";
+    let kubeconfig = cluster.user_kubeconfig(user, Some("system:masters"));
+    let wave = Wave::start_as(&kubeconfig, &[], &["--update-rate=inf"]).await;
+    for d in 0..4 {
+        let name = format!("app-{d}");
+        let hash = wait_hash_change(&client, &mixed, WorkloadKind::DEPLOYMENT, &name, None).await;
+        assert_eq!(
+            hash,
+            desired_hash(&cluster.kubeconfig(), &mixed, WorkloadKind::DEPLOYMENT, &name),
+            "{name}: the hash of its config"
+        );
+    }
+    // Every read a hash needed completed before its write (the audit log is written as requests
+    // complete, in blocking mode).
+    let hashed = k8s_openapi::jiff::Timestamp::now();
+
+    let log = std::fs::read_to_string(cluster.dir().join("logs/audit.log")).expect("the audit log");
+    let reads = secret_reads(&log, user);
+    let data_reads: Vec<&SecretRead> = reads
+        .iter()
+        .filter(|r| match r.verb.as_str() {
+            // A LIST's data is every Secret in its scope; a GET's, the Secret it names.
+            "list" => r.response_kind != "PartialObjectMetadataList",
+            "get" => {
+                r.response_kind == "Secret" && !referenced.contains(&(r.namespace.clone(), r.name.clone()))
+            }
+            _ => false,
+        })
+        .collect();
+    let count = |verb: &str, kind: &str| {
+        reads
+            .iter()
+            .filter(|r| r.verb == verb && (kind.is_empty() || r.response_kind == kind))
+            .count()
+    };
+    let startup = requests_until(&log, user, hashed);
+    eprintln!(
+        "{UNREFERENCED_SECRETS} + 4 unreferenced Secrets, {} referenced: {} requests could return unreferenced \
+         Secret data; Secret reads: {} GETs with data, {} metadata-only LISTs, {} watches (metadata-only \
+         by construction; a watch's events are not in the audit log); wave's requests until every workload \
+         was hashed: {} ({startup:?})",
+        referenced.len(),
+        data_reads.len(),
+        count("get", "Secret"),
+        count("list", "PartialObjectMetadataList"),
+        count("watch", ""),
+        startup.values().sum::<usize>(),
+    );
+    assert!(
+        data_reads.is_empty(),
+        "wave read the data of Secrets nobody references: {:?}",
+        data_reads
+            .iter()
+            .map(|r| format!("{} {} ({})", r.verb, r.uri, r.response_kind))
+            .collect::<Vec<_>>()
+    );
+    let read: std::collections::BTreeSet<(String, String)> = reads
+        .iter()
+        .filter(|r| r.verb == "get" && r.response_kind == "Secret")
+        .map(|r| (r.namespace.clone(), r.name.clone()))
+        .collect();
+    assert_eq!(
+        read, referenced,
+        "every referenced Secret was read, with a GET of its own"
+    );
+    drop(wave);
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .expect("stopping the control plane");
+}
+
+/// One read of Secrets in the audit log; never its data.
+#[derive(Debug)]
+struct SecretRead {
+    verb: String,
+    uri: String,
+    namespace: String,
+    name: String,
+    /// The kind of the response object (`SecretList`, `PartialObjectMetadataList`, `Secret`, …); empty
+    /// for a watch, whose events the audit log does not hold.
+    response_kind: String,
+}
+
+/// Every get, list and watch of Secrets by `user` that the apiserver answered.
+fn secret_reads(log: &str, user: &str) -> Vec<SecretRead> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|e| {
+            e["user"]["username"] == user
+                && e["objectRef"]["resource"] == "secrets"
+                && matches!(e["verb"].as_str(), Some("get" | "list" | "watch"))
+                && e["stage"]
+                    == if e["verb"] == "watch" {
+                        "ResponseStarted"
+                    } else {
+                        "ResponseComplete"
+                    }
+        })
+        .map(|e| {
+            let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+            SecretRead {
+                verb: text(&e["verb"]),
+                uri: text(&e["requestURI"]),
+                namespace: text(&e["objectRef"]["namespace"]),
+                name: text(&e["objectRef"]["name"]),
+                response_kind: text(&e["responseObject"]["kind"]),
+            }
+        })
+        .collect()
+}
+
+/// `user`'s requests received before `until`, by `verb resource` (a watch counts when it starts).
+fn requests_until(
+    log: &str,
+    user: &str,
+    until: k8s_openapi::jiff::Timestamp,
+) -> std::collections::BTreeMap<String, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for e in log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+    {
+        let verb = e["verb"].as_str().unwrap_or_default();
+        let counted = e["stage"]
+            == if verb == "watch" {
+                "ResponseStarted"
+            } else {
+                "ResponseComplete"
+            };
+        let at = e["requestReceivedTimestamp"]
+            .as_str()
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
+        if e["user"]["username"] != user || !counted || at.is_none_or(|t| t >= until) {
+            continue;
+        }
+        let resource = e["objectRef"]["resource"].as_str().unwrap_or("-");
+        *counts.entry(format!("{verb} {resource}")).or_default() += 1;
+    }
+    counts
 }
 
 #[tokio::test]
@@ -651,6 +860,7 @@ async fn argo_rollouts_and_a_custom_workload_resource_get_their_templates_hashed
         &[
             "--update-rate=inf",
             "--argo-rollouts",
+            "--reloader-compat",
             "--workload-resource=example.wave.test/v1/widgets:/spec/runner/template",
         ],
     )

@@ -1,6 +1,7 @@
-//! Stakater Reloader's annotations, understood natively: the right workloads reload, the others do not,
-//! and wave writes what Reloader v1.4.21 writes (its SHA-1 is computed here with `sha1sum`, from
-//! Reloader's input format, not with wave's code).
+//! Stakater Reloader's annotations, understood natively with `--reloader-compat` (off by default): the
+//! right workloads reload, the others do not, and wave writes what Reloader v1.4.21 writes (its SHA-1 is
+//! computed here with `sha1sum`, from Reloader's input format, not with wave's code). Without the flag
+//! they are left alone, and a running Reloader is reported when it is on.
 
 use std::process::Command;
 
@@ -174,7 +175,7 @@ fn expected(case: &str) -> Vec<(&'static str, &'static str, String)> {
 async fn every_reloader_annotation_reloads_the_right_workloads_of_every_kind_with_reloader_s_env_vars() {
     let (client, ns) = setup("reloader-env").await;
     create_cases(&client, &ns).await;
-    let wave = Wave::start(&[&ns], &[]).await;
+    let wave = Wave::start(&[&ns], &["--reloader-compat"]).await;
     // Nothing changed yet: Reloader writes nothing for config that has not changed, and neither does wave.
     wait_for("wave to check every workload", TIMEOUT, || async {
         (wave.noops() >= 18).then_some(())
@@ -244,7 +245,7 @@ async fn every_reloader_annotation_reloads_the_right_workloads_of_every_kind_wit
 async fn under_the_annotations_strategy_the_pod_template_says_what_it_was_last_reloaded_from() {
     let (client, ns) = setup("reloader-ann").await;
     create_cases(&client, &ns).await;
-    let wave = Wave::start(&[&ns], &["--reload-strategy=annotations"]).await;
+    let wave = Wave::start(&[&ns], &["--reloader-compat", "--reload-strategy=annotations"]).await;
     wait_for("wave to check every workload", TIMEOUT, || async {
         (wave.noops() >= 18).then_some(())
     })
@@ -345,7 +346,7 @@ async fn switching_from_reloader_writes_nothing_and_catches_a_change_made_while_
         marked(reloader_sha(&[("k", "v2")])),
     )
     .await;
-    let wave = Wave::start(&[&ns], &[]).await;
+    let wave = Wave::start(&[&ns], &["--reloader-compat"]).await;
     wave.expect_writes(1, "only the workload whose config changed while nothing watched")
         .await;
     let env = env_of(&client, &ns, kind, "stale", "app").await;
@@ -360,7 +361,10 @@ async fn switching_from_reloader_writes_nothing_and_catches_a_change_made_while_
         "nothing written for an unchanged config"
     );
     let kubeconfig = testenv::cluster().kubeconfig();
-    let (code, out, err) = run_wave(&["explain", "deployment/current", "-n", &ns], Some(&kubeconfig));
+    let (code, out, err) = run_wave(
+        &["explain", "deployment/current", "-n", &ns, "--reloader-compat"],
+        Some(&kubeconfig),
+    );
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("opted in through Stakater Reloader's annotations"),
@@ -369,19 +373,135 @@ async fn switching_from_reloader_writes_nothing_and_catches_a_change_made_while_
 }
 
 #[tokio::test]
-async fn reloader_compatibility_can_be_turned_off() {
+async fn by_default_a_workload_with_only_reloader_annotations_is_left_alone_and_explain_says_why() {
     let (client, ns) = setup("reloader-off").await;
     create_configmap(&client, &ns, "app", json!({"k": "v1"})).await;
     let kind = WorkloadKind::DEPLOYMENT;
     let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "app"}}]}), json!({}));
     create_workload(&client, &ns, kind, "auto", json!({AUTO: "true"}), spec.clone()).await;
+    // The sentinel: opted in to wave, using the same ConfigMap.
     create_workload(&client, &ns, kind, "wave", opted_in(&[]), spec).await;
-    let wave = Wave::start(&[&ns], &["--reloader-compat=false"]).await;
-    wave.expect_writes(1, "the first hash of the workload opted in to wave")
+    for explicit in [&[][..], &["--reloader-compat=false"][..]] {
+        let wave = Wave::start(&[&ns], explicit).await;
+        assert_eq!(
+            wave.metric("wave_tracked_workloads", &[]),
+            1.0,
+            "{explicit:?}: only the sentinel is tracked; the Reloader-annotated one is not even indexed"
+        );
+        wait_for(
+            "the start-up line on Reloader-annotated workloads",
+            TIMEOUT,
+            || async {
+                wave.output()
+                    .contains("workloads carry only Stakater Reloader's annotations")
+                    .then_some(())
+            },
+        )
         .await;
-    patch_configmap(&client, &ns, "app", json!({"data": {"k": "v2"}})).await;
-    wave.expect_writes(2, "a rollout of the wave workload only").await;
-    assert_eq!(generation(&client, &ns, kind, "auto").await, 1);
+        if explicit.is_empty() {
+            wait_hash_change(&client, &ns, kind, "wave", None).await;
+            wave.expect_writes(1, "the sentinel's first hash").await;
+        }
+        let (writes, before) = (wave.writes(), hash_of(&client, &ns, kind, "wave").await);
+        patch_configmap(
+            &client,
+            &ns,
+            "app",
+            json!({"data": {"k": explicit.len().to_string()}}),
+        )
+        .await;
+        wait_hash_change(&client, &ns, kind, "wave", before.as_deref()).await;
+        wave.expect_writes(writes + 1, "a rollout of the sentinel only")
+            .await;
+    }
+    assert_eq!(generation(&client, &ns, kind, "auto").await, 1, "never written");
+    let (code, out, err) = run_wave(
+        &["explain", "deployment/auto", "-n", &ns],
+        Some(&testenv::cluster().kubeconfig()),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Reloader compatibility is off (the default): wave leaves it alone")
+            && out.contains("--reloader-compat"),
+        "wave explain says why, and how to turn it on: {out}"
+    );
+}
+
+#[tokio::test]
+async fn with_compatibility_on_a_running_reloader_is_reported_loudly_and_a_stopped_one_is_not() {
+    let (client, ns) = setup("reloader-seen").await;
+    let kind = WorkloadKind::DEPLOYMENT;
+    // Stand-ins (on kwok's fake nodes): wave's own Deployment, a Reloader under a name of its own (only
+    // its image can tell), and one scaled to zero (stopped, as the migration guide says).
+    create_workload(
+        &client,
+        &ns,
+        kind,
+        "wave",
+        json!({}),
+        pod_spec(json!({}), json!({})),
+    )
+    .await;
+    let annotated = pod_spec(json!({}), json!({}));
+    create_workload(&client, &ns, kind, "annotated", json!({AUTO: "true"}), annotated).await;
+    for (name, image, replicas) in [
+        ("config-watcher", "ghcr.io/stakater/reloader:v1.4.21", 1),
+        ("old-reloader", "stakater/reloader:v1.4.0", 0),
+    ] {
+        let mut b = body(
+            kind,
+            name,
+            &json!({}),
+            &pod_spec(json!({"image": image}), json!({})),
+        );
+        b["spec"]["replicas"] = json!(replicas);
+        workloads(&client, &ns, kind)
+            .create(&Default::default(), &serde_json::from_value(b).unwrap())
+            .await
+            .unwrap();
+    }
+    let own = format!("--own-deployment={ns}/wave");
+    let wave = Wave::start(&[&ns], &["--reloader-compat", &own]).await;
+    wait_for("wave to count the running Reloader", TIMEOUT, || async {
+        (wave.metric("wave_reloader_running", &[]) == 1.0).then_some(())
+    })
+    .await;
+    let (type_, _, note) = wait_event(
+        &client,
+        &ns,
+        "wave",
+        "a ReloaderRunning Event on wave's Deployment",
+        |(_, reason, _)| reason == "ReloaderRunning",
+    )
+    .await;
+    assert_eq!(type_, "Warning");
+    assert!(
+        note.contains(&format!("Deployment {ns}/config-watcher")),
+        "{note}"
+    );
+    assert!(
+        !note.contains("old-reloader"),
+        "scaled to zero is stopped: {note}"
+    );
+    let output = wave.output();
+    assert!(
+        output.contains("WARN") && output.contains("Stakater Reloader runs in Deployment"),
+        "a warning in the log: {output}"
+    );
+
+    // Without compatibility, a running Reloader competes with nothing: no warning. (The line on the
+    // Reloader-annotated workload comes from the same look, after its decision.)
+    drop(wave);
+    let quiet = Wave::start(&[&ns], &[&own]).await;
+    wait_for("the look for Reloader at start-up", TIMEOUT, || async {
+        quiet
+            .output()
+            .contains("workloads carry only Stakater Reloader's annotations")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(quiet.metric("wave_reloader_running", &[]), 0.0);
+    assert!(!quiet.output().contains("Stakater Reloader runs in"));
 }
 
 #[tokio::test]
@@ -392,7 +512,7 @@ async fn a_deployment_with_a_pause_period_is_paused_by_its_reload_and_resumed_af
     let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "app"}}]}), json!({}));
     let annotations = json!({AUTO: "true", "deployment.reloader.stakater.com/pause-period": "3s"});
     create_workload(&client, &ns, kind, "paused", annotations, spec).await;
-    let wave = Wave::start(&[&ns], &[]).await;
+    let wave = Wave::start(&[&ns], &["--reloader-compat"]).await;
     wait_for("wave to check the workload", TIMEOUT, || async {
         (wave.noops() >= 1).then_some(())
     })
@@ -459,7 +579,11 @@ async fn with_reload_on_create_and_delete_an_object_s_arrival_and_departure_relo
         spec,
     )
     .await;
-    let wave = Wave::start(&[&ns], &["--reload-on-create", "--reload-on-delete"]).await;
+    let wave = Wave::start(
+        &[&ns],
+        &["--reloader-compat", "--reload-on-create", "--reload-on-delete"],
+    )
+    .await;
     wait_for("wave to check both workloads", TIMEOUT, || async {
         (wave.noops() >= 2).then_some(())
     })
@@ -515,7 +639,7 @@ async fn a_reloader_annotated_cron_job_starts_a_job_carrying_the_mark_as_reloade
         .create(&Default::default(), &serde_json::from_value(cron_job).unwrap())
         .await
         .unwrap();
-    let wave = Wave::start(&[&ns], &["--cronjobs"]).await;
+    let wave = Wave::start(&[&ns], &["--reloader-compat", "--cronjobs"]).await;
     wait_for("wave to check the CronJob", TIMEOUT, || async {
         (wave.noops() >= 1).then_some(())
     })
@@ -564,4 +688,108 @@ async fn a_reloader_annotated_cron_job_starts_a_job_carrying_the_mark_as_reloade
         Some(1),
         "the CronJob itself is not changed"
     );
+}
+
+#[tokio::test]
+async fn a_retried_job_start_whose_first_create_landed_starts_no_second_job() {
+    let (client, ns) = setup("reloader-cron-retry").await;
+    create_configmap(&client, &ns, "app", json!({"k": "v1"})).await;
+    let kind = WorkloadKind::CRON_JOB;
+    let spec = pod_spec(
+        json!({"envFrom": [{"configMapRef": {"name": "app"}}]}),
+        json!({"restartPolicy": "Never"}),
+    );
+    let cron_job = json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "nightly", "annotations": {AUTO: "true"}},
+        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {"spec": spec.clone()}}}}});
+    workloads(&client, &ns, kind)
+        .create(&Default::default(), &serde_json::from_value(cron_job).unwrap())
+        .await
+        .unwrap();
+    // wave under a user that may not create Jobs yet: its first create is refused, and retried.
+    let user = format!("wave-{ns}");
+    let role = |name: &str, rules: &str| {
+        format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+             rules:\n{rules}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\n\
+             metadata: {{name: {name}, namespace: {ns}}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}\n\
+             subjects: [{{kind: User, name: {user}}}]\n"
+        )
+    };
+    let watching = role(
+        "wave",
+        "- {apiGroups: [\"\"], resources: [configmaps, secrets], verbs: [get, list, watch]}\n\
+         - {apiGroups: [apps], resources: [deployments, statefulsets, daemonsets], verbs: [get, list, watch, patch]}\n\
+         - {apiGroups: [batch], resources: [cronjobs], verbs: [get, list, watch, patch]}\n\
+         - {apiGroups: [events.k8s.io], resources: [events], verbs: [create]}",
+    );
+    let (ok, text) = kubectl_stdin(&["apply", "-f", "-"], &watching);
+    assert!(ok, "{text}");
+    wait_authorized(&ns, &user, "watch", "cronjobs").await;
+    let kubeconfig = testenv::cluster().user_kubeconfig(&user, None);
+    let wave = Wave::start_as(
+        &kubeconfig,
+        &[&ns],
+        &["--cronjobs", "--reloader-compat", "--update-rate=inf"],
+    )
+    .await;
+    wait_for("wave to check the CronJob", TIMEOUT, || async {
+        (wave.noops() >= 1).then_some(())
+    })
+    .await;
+    patch_configmap(&client, &ns, "app", json!({"data": {"k": "v2"}})).await;
+    wait_for("the refused create to be counted", TIMEOUT, || async {
+        (wave.metric("wave_reconcile_errors_total", &[]) >= 1.0).then_some(())
+    })
+    .await;
+
+    // As if that create had landed and only its answer was lost: the Job of this config version
+    // exists. Its name is the CronJob's and a hash of the CronJob's uid and the ConfigMap's SHA-1 and
+    // version (Reloader's SHA-1, from sha1sum).
+    let cron = workload(&client, &ns, kind, "nightly").await;
+    let cm: k8s_openapi::api::core::v1::ConfigMap = kube::Api::namespaced(client.clone(), &ns)
+        .get("app")
+        .await
+        .unwrap();
+    let key = wave_core::refs::ConfigKey::new(wave_core::refs::ConfigKind::ConfigMap, &ns, "app");
+    let decision = wave_core::reloader::Decision {
+        marks: Vec::new(),
+        changed: vec![key.clone()],
+        observed: [(key.clone(), reloader_sha(&[("k", "v2")]))].into(),
+    };
+    let versions = [(key, wave_core::tracker::ObjectVersion::of(&cm.metadata))].into();
+    let name = wave_core::reloader::job_name(&cron, &decision, &versions);
+    let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> = kube::Api::namespaced(client.clone(), &ns);
+    let landed = json!({"metadata": {"name": name, "ownerReferences": [{"apiVersion": "batch/v1",
+            "kind": "CronJob", "name": "nightly", "uid": cron.uid, "controller": true}]},
+        "spec": {"suspend": true, "template": {"spec": spec}}});
+    jobs.create(&Default::default(), &serde_json::from_value(landed).unwrap())
+        .await
+        .unwrap();
+    let (ok, text) = kubectl_stdin(
+        &["apply", "-f", "-"],
+        &role(
+            "wave-jobs",
+            "- {apiGroups: [batch], resources: [jobs], verbs: [create]}",
+        ),
+    );
+    assert!(ok, "{text}");
+    wait_authorized(&ns, &user, "create", "jobs").await;
+
+    wave.expect_writes(1, "the retry's 409 counts as the reload done")
+        .await;
+    wait_event(&client, &ns, "nightly", "the Reloaded Event", |(_, reason, _)| {
+        reason == "Reloaded"
+    })
+    .await;
+    let names: Vec<String> = jobs
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|j| j.metadata.name)
+        .collect();
+    assert_eq!(names, [name], "one Job for one config version");
 }

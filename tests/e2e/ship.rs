@@ -185,6 +185,7 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
         vec!["rbac.legacyWaveCleanup=true", "cronJobs.enabled=true"],
         vec!["configHistory.enabled=true", "configHistory.allWorkloads=true"],
         vec![
+            "reloader.compat=true",
             "reloader.reloadStrategy=annotations",
             "reloader.autoReloadAll=true",
             "reloader.resourcesToIgnore[0]=secrets",

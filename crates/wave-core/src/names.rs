@@ -87,8 +87,8 @@ pub const CONTROLLER_NAME: &str = "wave";
 pub const DEFAULT_LEASE_NAME: &str = "wave";
 
 /// Event reasons. Wave's are kept as they are; `ConfigMissing` and `WriteFailed` are ours (Warnings).
-/// Stakater Reloader's annotations and marks, understood natively when `--reloader-compat` is on (the
-/// default), with the defaults of Reloader v1.4.21's flags (`docs/migrating-from-reloader.md`).
+/// Stakater Reloader's annotations and marks, understood natively when `--reloader-compat` is on (off
+/// by default), with the defaults of Reloader v1.4.21's flags (`docs/migrating-from-reloader.md`).
 pub mod reloader {
     /// On a workload: reload on a change to any ConfigMap or Secret it references.
     pub const AUTO: &str = "reloader.stakater.com/auto";
@@ -124,6 +124,12 @@ pub mod reloader {
     pub const RELOADED: &str = "Reloaded";
     /// The Event reason of resuming a Deployment a reload paused.
     pub const RESUMED: &str = "Resumed";
+    /// The image repository Stakater publishes Reloader under (`ghcr.io/stakater/reloader`, and
+    /// `stakater/reloader` on Docker Hub); a mirror keeps it as the path's end.
+    pub const IMAGE: &str = "stakater/reloader";
+    /// The env var Reloader's chart and manifests set on its container (v1.4.21,
+    /// `deployments/kubernetes/chart/reloader/templates/deployment.yaml`), naming its own Deployment.
+    pub const DEPLOYMENT_NAME_ENV: &str = "RELOADER_DEPLOYMENT_NAME";
 }
 
 pub mod reason {
@@ -172,6 +178,9 @@ pub mod reason {
     /// Warning, on a workload: an undo asked for its config back, and wave would not restore it (a tool
     /// manages the object, or there is no snapshot); the template is pinned instead.
     pub const CONFIG_RESTORE_REFUSED: &str = "ConfigRestoreRefused";
+    /// Warning, on wave's own Deployment (`--own-deployment`): with `--reloader-compat` on, a running
+    /// Stakater Reloader was found, and both act on the same changes.
+    pub const RELOADER_RUNNING: &str = "ReloaderRunning";
 }
 
 /// Event `action` values (events.k8s.io/v1 requires one).
@@ -196,4 +205,6 @@ pub mod action {
     pub const RESTORE_CONFIG: &str = "RestoreConfig";
     /// Writing what Reloader writes for a workload opted in through its annotations.
     pub const RELOAD: &str = "Reload";
+    /// Looking at the cluster as wave starts (a running Reloader).
+    pub const START: &str = "Start";
 }

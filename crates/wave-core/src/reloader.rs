@@ -37,6 +37,7 @@ use crate::hash::{Content, Fetched};
 use crate::kind::WorkloadKind;
 use crate::names::reloader as names;
 use crate::refs::{ConfigKey, ConfigKind};
+use crate::tracker::ObjectVersion;
 use crate::workload::{Workload, WorkloadRef};
 use jiff::Timestamp;
 
@@ -723,7 +724,7 @@ pub fn reload_patch(workload: &Workload, marks: &[Mark], now: Timestamp) -> (Val
 /// `jobTemplate` with the marks applied to its pod template, named after the CronJob, owned by it, and
 /// marked as started by hand (`cronjob.kubernetes.io/instantiate: manual`), as `kubectl create job
 /// --from=cronjob/…` does. `cron_job` is the CronJob object.
-pub fn job_from_cron_job(cron_job: &Value, workload: &Workload, marks: &[Mark]) -> Value {
+pub fn job_from_cron_job(cron_job: &Value, workload: &Workload, marks: &[Mark], name: &str) -> Value {
     let job_template = cron_job.pointer("/spec/jobTemplate").cloned().unwrap_or_default();
     let mut template = workload.template.typed();
     apply_marks(&mut template, marks);
@@ -743,7 +744,7 @@ pub fn job_from_cron_job(cron_job: &Value, workload: &Workload, marks: &[Mark]) 
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "generateName": format!("{}-", workload.id.name),
+            "name": name,
             "namespace": workload.id.namespace,
             "annotations": annotations,
             "labels": labels,
@@ -758,6 +759,63 @@ pub fn job_from_cron_job(cron_job: &Value, workload: &Workload, marks: &[Mark]) 
 
 /// The annotation of a Job started by hand from a CronJob.
 pub const CRONJOB_INSTANTIATE: &str = "cronjob.kubernetes.io/instantiate";
+
+/// The longest name wave gives a Job: the Job controller copies the name into a label of the Job's
+/// pods (`batch.kubernetes.io/job-name`), and a label value holds at most 63 characters.
+pub const JOB_NAME_MAX: usize = 63;
+
+/// Hex digits of the version hash that ends a Job's name (40 bits).
+const JOB_NAME_HASH: usize = 10;
+
+/// The name of the Job that a reload of CronJob `cron_job` starts for the config `decision` reloads:
+/// `<the CronJob's name>-<10 hex digits>`, the name cut (and stripped of a trailing `-` or `.`) so that
+/// the whole fits [`JOB_NAME_MAX`]. The digits hash the CronJob's uid and, for each object whose
+/// change the reload carries, its SHA-1 and the version its watch reported (`versions`: uid and
+/// resourceVersion; none once deleted).
+///
+/// Reloader names the Job with `generateName`, so a create that timed out or failed with a 5xx after
+/// it landed, retried, starts a second Job. With this name the retry is a 409 and nothing more, while a
+/// later change, even back to earlier data (a new resourceVersion), names a new Job. A metadata-only
+/// write to the object between a landed create and its retry also changes the name; that costs the
+/// second Job Reloader would have started anyway. CronJob names have at most 52 characters, so the
+/// cut is a guard, and the 10 digits never look like the CronJob controller's own `<name>-<minutes>`.
+pub fn job_name(
+    cron_job: &Workload,
+    decision: &Decision,
+    versions: &BTreeMap<ConfigKey, ObjectVersion>,
+) -> String {
+    let changed: BTreeSet<&ConfigKey> = decision.changed.iter().collect();
+    let objects: Vec<Value> = changed
+        .into_iter()
+        .map(|key| {
+            let version = versions.get(key);
+            json!([
+                key.kind.kind(),
+                key.namespace,
+                key.name,
+                decision.observed.get(key),
+                version.map(|v| &v.uid),
+                version.map(|v| &v.resource_version),
+            ])
+        })
+        .collect();
+    // JSON arrays: no two inputs serialise alike.
+    let input = json!([cron_job.uid, objects]).to_string();
+    let digest = sha2::Sha256::digest(input.as_bytes());
+    let hash: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let keep = JOB_NAME_MAX - 1 - JOB_NAME_HASH;
+    let mut prefix: &str = &cron_job.id.name;
+    if prefix.len() > keep {
+        // Names are ASCII; a non-ASCII one would be refused by the apiserver anyway.
+        let mut end = keep;
+        while !prefix.is_char_boundary(end) {
+            end -= 1;
+        }
+        prefix = &prefix[..end];
+    }
+    let prefix = prefix.trim_end_matches(['-', '.']);
+    format!("{prefix}-{}", &hash[..JOB_NAME_HASH])
+}
 
 /// The strategic merge patch writing `marks` (what Reloader sends), guarded by the observed
 /// `resourceVersion` like every wave write. Env vars merge by name into their container's list (appended
@@ -875,6 +933,61 @@ pub fn resume_patch(workload: &Workload) -> Value {
         "metadata": {"resourceVersion": workload.resource_version, "annotations": {(names::PAUSED_AT): null}},
         "spec": {"paused": false},
     })
+}
+
+/// Whether `workload` runs Stakater Reloader: a Deployment scaled above zero whose pod template has a
+/// container with Reloader's image (`stakater/reloader`, from any registry or mirror, any tag or
+/// digest) or the env var `RELOADER_DEPLOYMENT_NAME` that Reloader's chart and manifests set (v1.4.21,
+/// `deployments/kubernetes/chart/reloader/templates/deployment.yaml` and
+/// `deployments/kubernetes/manifests/deployment.yaml` of <https://github.com/stakater/Reloader>).
+///
+/// Neither its name nor its labels say it reliably (the chart's `fullnameOverride`, `nameOverride`
+/// and the plain manifests' bare `app` label), and its lease exists only with `--enable-ha`; the pod
+/// template is already in wave's view of every workload, so this costs no request and no right.
+pub fn runs_reloader(workload: &Workload) -> bool {
+    if workload.id.kind != WorkloadKind::DEPLOYMENT || workload.progress.spec_replicas == Some(0) {
+        return false;
+    }
+    let template = &workload.template;
+    if !template.mentions(names::IMAGE) && !template.mentions(names::DEPLOYMENT_NAME_ENV) {
+        return false;
+    }
+    let spec = template.typed().spec.unwrap_or_default();
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .any(|c| {
+            c.image.as_deref().is_some_and(is_reloader_image)
+                || c.env
+                    .iter()
+                    .flatten()
+                    .any(|e| e.name == names::DEPLOYMENT_NAME_ENV)
+        })
+}
+
+/// Whether image reference `image` names Reloader's repository (`names::IMAGE`).
+fn is_reloader_image(image: &str) -> bool {
+    let repository = image.split('@').next().unwrap_or_default();
+    // A tag follows the last `:` after the last `/` (an earlier `:` is a registry's port).
+    let repository = match repository.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') => repo,
+        _ => repository,
+    };
+    repository == names::IMAGE
+        || repository
+            .strip_suffix(names::IMAGE)
+            .is_some_and(|registry| registry.ends_with('/'))
+}
+
+/// The workloads among `workloads` that run Reloader ([`runs_reloader`]), sorted.
+pub fn running_reloaders<'a>(workloads: impl IntoIterator<Item = &'a Workload>) -> Vec<WorkloadRef> {
+    let mut found: Vec<WorkloadRef> = workloads
+        .into_iter()
+        .filter(|w| runs_reloader(w))
+        .map(|w| w.id.clone())
+        .collect();
+    found.sort();
+    found
 }
 
 /// For each workload opted in through Reloader's annotations, the SHA-1 of each target as wave last saw
@@ -1502,8 +1615,9 @@ mod tests {
             name: "STAKATER_APP_CONFIGMAP".into(),
             value: "sha".into(),
         };
-        let job = job_from_cron_job(&cron_job, &w, &[mark]);
-        assert_eq!(job["metadata"]["generateName"], "web-");
+        let job = job_from_cron_job(&cron_job, &w, &[mark], "web-0123456789");
+        assert_eq!(job["metadata"]["name"], "web-0123456789");
+        assert_eq!(job["metadata"].get("generateName"), None);
         assert_eq!(
             job["metadata"]["annotations"],
             json!({CRONJOB_INSTANTIATE: "manual", "note": "x"})
@@ -1514,6 +1628,172 @@ mod tests {
         assert_eq!(
             job["spec"]["template"]["spec"]["containers"][0]["env"],
             json!([{"name": "STAKATER_APP_CONFIGMAP", "value": "sha"}])
+        );
+    }
+
+    fn reload_of(key: &ConfigKey, sha: &str) -> Decision {
+        Decision {
+            marks: Vec::new(),
+            changed: vec![key.clone()],
+            observed: BTreeMap::from([(key.clone(), sha.to_string())]),
+        }
+    }
+
+    fn at(key: &ConfigKey, uid: &str, rv: &str) -> BTreeMap<ConfigKey, ObjectVersion> {
+        BTreeMap::from([(
+            key.clone(),
+            ObjectVersion {
+                uid: uid.into(),
+                resource_version: rv.into(),
+            },
+        )])
+    }
+
+    /// A DNS-1123 subdomain that is also a valid label value: what a Job's name must be.
+    fn valid_job_name(name: &str) -> bool {
+        name.len() <= JOB_NAME_MAX
+            && name.split('.').all(|label| {
+                !label.is_empty()
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+            })
+    }
+
+    #[test]
+    fn a_cron_job_s_job_name_is_stable_for_one_config_version_and_new_for_the_next() {
+        let mut cron = env_workload(None);
+        cron.id.kind = WorkloadKind::CRON_JOB;
+        cron.uid = "cj-uid".into();
+        let key = ConfigKey::new(ConfigKind::ConfigMap, "ns", "app");
+        let name = job_name(&cron, &reload_of(&key, "sha-a"), &at(&key, "u1", "10"));
+        assert!(
+            name.starts_with("web-") && name.len() == "web-".len() + 10,
+            "{name}"
+        );
+        assert!(valid_job_name(&name), "{name}");
+        assert_eq!(
+            job_name(&cron, &reload_of(&key, "sha-a"), &at(&key, "u1", "10")),
+            name,
+            "a retry of the same reload names the same Job"
+        );
+        let others = [
+            job_name(&cron, &reload_of(&key, "sha-b"), &at(&key, "u1", "11")),
+            // The data back as it was (a revert) is a new version of the object.
+            job_name(&cron, &reload_of(&key, "sha-a"), &at(&key, "u1", "12")),
+            // Deleted and re-created with the same data.
+            job_name(&cron, &reload_of(&key, "sha-a"), &at(&key, "u2", "10")),
+            // Deleted (with --reload-on-delete): no version.
+            job_name(&cron, &reload_of(&key, EMPTY_SHA), &BTreeMap::new()),
+            job_name(
+                &cron,
+                &reload_of(&ConfigKey::new(ConfigKind::Secret, "ns", "app"), "sha-a"),
+                &at(&ConfigKey::new(ConfigKind::Secret, "ns", "app"), "u1", "10"),
+            ),
+        ];
+        let mut seen = BTreeSet::from([name.clone()]);
+        for other in &others {
+            assert!(
+                seen.insert(other.clone()),
+                "{other} names another config version's Job too"
+            );
+        }
+        let mut recreated = cron.clone();
+        recreated.uid = "cj-uid-2".into();
+        assert_ne!(
+            job_name(&recreated, &reload_of(&key, "sha-a"), &at(&key, "u1", "10")),
+            name,
+            "a CronJob re-created under the same name never finds its predecessor's Job"
+        );
+    }
+
+    #[test]
+    fn a_cron_job_s_job_name_fits_a_label_value_however_long_the_cron_job_s_name() {
+        let key = ConfigKey::new(ConfigKind::ConfigMap, "ns", "app");
+        let decision = reload_of(&key, "sha-a");
+        let versions = at(&key, "u1", "10");
+        for (cron_name, prefix) in [
+            // The longest CronJob name the apiserver accepts: exactly 63 with the suffix.
+            ("c".repeat(52), "c".repeat(52)),
+            // Longer ones are cut; a cut that ends in `-` or `.` drops it.
+            ("d".repeat(80), "d".repeat(52)),
+            (format!("{}-tail", "e".repeat(51)), "e".repeat(51)),
+            (format!("{}.-x", "f".repeat(50)), "f".repeat(50)),
+            (format!("a.{}", "g".repeat(100)), format!("a.{}", "g".repeat(50))),
+        ] {
+            let mut cron = env_workload(None);
+            cron.id.kind = WorkloadKind::CRON_JOB;
+            cron.id.name = cron_name.clone();
+            let name = job_name(&cron, &decision, &versions);
+            assert!(valid_job_name(&name), "{name} ({} characters)", name.len());
+            assert_eq!(
+                name.rsplit_once('-').map(|(p, _)| p),
+                Some(prefix.as_str()),
+                "{cron_name}"
+            );
+        }
+    }
+
+    fn deployment_running(image: &str, env: Value, replicas: Option<i64>) -> Workload {
+        let mut w = crate::workload::testing::deployment(
+            "tools",
+            "something",
+            &[],
+            json!({"containers": [{"name": "main", "image": image, "env": env}]}),
+        );
+        w.progress.spec_replicas = replicas;
+        w
+    }
+
+    #[test]
+    fn a_running_reloader_is_known_by_its_image_or_its_chart_s_env_var_and_not_when_scaled_to_zero() {
+        for image in [
+            "ghcr.io/stakater/reloader:v1.4.21",
+            "stakater/reloader:v1.4.21-ubi",
+            "docker.io/stakater/reloader",
+            "registry.example.com:5000/mirror/stakater/reloader@sha256:0123",
+        ] {
+            assert!(
+                runs_reloader(&deployment_running(image, json!([]), Some(1))),
+                "{image}"
+            );
+        }
+        let by_env = deployment_running(
+            "registry.example.com/tools/config-reloader:1",
+            json!([{"name": "RELOADER_DEPLOYMENT_NAME", "value": "reloader-reloader"}]),
+            None,
+        );
+        assert!(runs_reloader(&by_env), "renamed image, the chart's env var");
+        for image in [
+            "ghcr.io/stakater/reloader-operator:v1",
+            "example.com/notstakater/reloader:v1",
+            "stakater/reloader-helper",
+            "nginx",
+        ] {
+            assert!(
+                !runs_reloader(&deployment_running(image, json!([]), Some(1))),
+                "{image}"
+            );
+        }
+        assert!(
+            !runs_reloader(&deployment_running(
+                "ghcr.io/stakater/reloader:v1.4.21",
+                json!([]),
+                Some(0)
+            )),
+            "scaled to zero: stopped, as docs/migrating-from-reloader.md says to"
+        );
+        let mut daemon = deployment_running("ghcr.io/stakater/reloader:v1.4.21", json!([]), Some(1));
+        daemon.id.kind = WorkloadKind::DAEMON_SET;
+        assert!(!runs_reloader(&daemon), "Reloader is shipped as a Deployment");
+        let mut other = deployment_running("nginx", json!([]), Some(2));
+        other.id.name = "web".into();
+        let reloader = deployment_running("ghcr.io/stakater/reloader:v1.4.21", json!([]), Some(1));
+        assert_eq!(
+            running_reloaders([&other, &reloader]),
+            std::slice::from_ref(&reloader.id)
         );
     }
 }

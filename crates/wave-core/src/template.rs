@@ -72,6 +72,12 @@ impl PodTemplate {
         self.annotations.get(key).map(String::as_str)
     }
 
+    /// Whether `text` occurs anywhere in the template's JSON: a cheap first look before decoding it,
+    /// which a match must still confirm.
+    pub fn mentions(&self, text: &str) -> bool {
+        self.json.contains(text)
+    }
+
     /// The names of `spec.schedulingGates`, in order.
     pub fn scheduling_gates(&self) -> &[String] {
         &self.scheduling_gates

@@ -445,75 +445,64 @@ impl Tracker {
         self.configs.len()
     }
 
-    /// The paginated LISTs (of `page` objects per request) that read the referenced objects more cheaply
-    /// than one GET each, as the content of every workload is first read after start-up. Per kind:
+    /// The paginated LISTs (of `page` objects per request) that read the referenced ConfigMaps more
+    /// cheaply than one GET each, as the content of every workload is first read after start-up:
     ///
-    /// - each namespace where at least [`BULK_READ_MIN`] referenced objects exist and they are at least
-    ///   half of the objects there (so the LIST reads little that nobody references); the rest are GETs;
-    /// - or, when wave watches that kind in every namespace and ignores none, one LIST of the whole
-    ///   cluster, if referenced objects are at least half of all and it takes fewer requests than that.
+    /// - each namespace where at least [`BULK_READ_MIN`] referenced ConfigMaps exist and they are at
+    ///   least half of the ConfigMaps there (so the LIST reads little that nobody references); the rest
+    ///   are GETs;
+    /// - or, when wave watches ConfigMaps in every namespace and ignores none, one LIST of the whole
+    ///   cluster, if referenced ConfigMaps are at least half of all and it takes fewer requests than that.
     ///
-    /// (S4 in docs/benchmarks.md: one LIST per namespace made 112 requests where two kinds' cluster-wide
-    /// pages would make a few dozen.)
+    /// Secrets are never read in bulk: a LIST returns the data of every Secret in its scope, and wave
+    /// reads the data of only the Secrets a workload references, one GET each (docs/behaviour.md,
+    /// "Secrets nobody references are never read"). That costs one request per referenced Secret at
+    /// start-up (S4 in docs/benchmarks.md).
     pub fn bulk_reads(&self, page: usize) -> Vec<BulkRead> {
         let page = page.max(1);
         let pages = |objects: usize| objects.div_ceil(page);
-        // kind → namespace → (referenced, present)
-        let mut counts: BTreeMap<ConfigKind, BTreeMap<&str, (usize, usize)>> = BTreeMap::new();
-        for key in self.configs.keys() {
-            let (referenced, present) = counts
-                .entry(key.kind)
-                .or_default()
-                .entry(key.namespace.as_str())
-                .or_default();
+        let kind = ConfigKind::ConfigMap;
+        // namespace → (referenced, present)
+        let mut namespaces: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        for key in self.configs.keys().filter(|key| key.kind == kind) {
+            let (referenced, present) = namespaces.entry(key.namespace.as_str()).or_default();
             *present += 1;
             if self.index.is_referenced(key) {
                 *referenced += 1;
             }
         }
-        let mut out = Vec::new();
-        for (kind, namespaces) in counts {
-            let by_namespace = |(referenced, present): (usize, usize)| {
-                referenced >= BULK_READ_MIN && 2 * referenced >= present
-            };
-            let requests_by_namespace: usize = namespaces
-                .values()
-                .map(|&(referenced, present)| {
-                    if by_namespace((referenced, present)) {
-                        pages(present)
-                    } else {
-                        referenced
-                    }
-                })
-                .sum();
-            let (referenced, present) = namespaces
-                .values()
-                .fold((0, 0), |(r, p), &(referenced, present)| {
-                    (r + referenced, p + present)
-                });
-            let cluster_wide = self.ignored_namespaces.is_empty()
-                && self
-                    .scopes
-                    .iter()
-                    .any(|s| s.resource == Resource::Config(kind) && s.namespace.is_none());
-            if cluster_wide && 2 * referenced >= present && pages(present) < requests_by_namespace {
-                out.push(BulkRead {
-                    namespace: None,
-                    kind,
-                });
-                continue;
-            }
-            out.extend(
-                namespaces
-                    .into_iter()
-                    .filter(|(_, counts)| by_namespace(*counts))
-                    .map(|(namespace, _)| BulkRead {
-                        namespace: Some(namespace.to_string()),
-                        kind,
-                    }),
-            );
+        let by_namespace =
+            |(referenced, present): (usize, usize)| referenced >= BULK_READ_MIN && 2 * referenced >= present;
+        let requests_by_namespace: usize = namespaces
+            .values()
+            .map(|&(referenced, present)| {
+                if by_namespace((referenced, present)) {
+                    pages(present)
+                } else {
+                    referenced
+                }
+            })
+            .sum();
+        let (referenced, present) = namespaces
+            .values()
+            .fold((0, 0), |(r, p), &(referenced, present)| {
+                (r + referenced, p + present)
+            });
+        let cluster_wide = self.ignored_namespaces.is_empty()
+            && self
+                .scopes
+                .iter()
+                .any(|s| s.resource == Resource::Config(kind) && s.namespace.is_none());
+        if cluster_wide && 2 * referenced >= present && pages(present) < requests_by_namespace {
+            return vec![BulkRead { namespace: None }];
         }
-        out
+        namespaces
+            .into_iter()
+            .filter(|(_, counts)| by_namespace(*counts))
+            .map(|(namespace, _)| BulkRead {
+                namespace: Some(namespace.to_string()),
+            })
+            .collect()
     }
 
     /// Every workload that needs a reconcile (after readiness, a leadership change or a resync).
@@ -889,17 +878,16 @@ fn adoption(w: &Workload) -> Option<WorkloadRef> {
         .then(|| WorkloadRef::new(WorkloadKind::DEPLOYMENT, w.id.namespace.clone(), name.clone()))
 }
 
-/// The fewest referenced objects of one kind in one namespace that [`Tracker::bulk_reads`] reads with
-/// a LIST: below it, a few GETs cost no more.
+/// The fewest referenced ConfigMaps in one namespace that [`Tracker::bulk_reads`] reads with a LIST:
+/// below it, a few GETs cost no more.
 pub const BULK_READ_MIN: usize = 8;
 
-/// One paginated LIST of [`Tracker::bulk_reads`].
+/// One paginated LIST of ConfigMaps, with their data, of [`Tracker::bulk_reads`]. There is no such
+/// thing for Secrets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BulkRead {
     /// The namespace listed; `None` for every namespace.
     pub namespace: Option<String>,
-    /// The kind listed.
-    pub kind: ConfigKind,
 }
 
 #[cfg(test)]
@@ -968,8 +956,8 @@ mod tests {
                     t.apply(Change::Workload(s.clone(), Event::InitApply(w.clone())));
                 }
             }
-            if s.resource == CONFIGMAPS {
-                for c in &configs {
+            if let Resource::Config(kind) = s.resource {
+                for c in configs.iter().filter(|c| c.key.kind == kind) {
                     t.apply(Change::Config(s.clone(), Event::InitApply(c.clone())));
                 }
             }
@@ -1030,7 +1018,6 @@ mod tests {
             .iter()
             .map(|ns| BulkRead {
                 namespace: Some(ns.to_string()),
-                kind: ConfigKind::ConfigMap,
             })
             .collect()
     }
@@ -1062,10 +1049,7 @@ mod tests {
     fn the_whole_cluster_is_read_in_one_list_when_that_takes_fewer_requests_and_wave_watches_every_namespace()
     {
         let namespaces = ["a", "b", "c"];
-        let everything = vec![BulkRead {
-            namespace: None,
-            kind: ConfigKind::ConfigMap,
-        }];
+        let everything = vec![BulkRead { namespace: None }];
         let all = || Tracker::new(&WorkloadKind::BUILT_IN, None);
         assert_eq!(
             spread(all(), &namespaces, BULK_READ_MIN, 0).bulk_reads(PAGE),
@@ -1101,6 +1085,84 @@ mod tests {
             namespace_reads(&namespaces),
             "a cluster-wide LIST would read the ignored namespace too"
         );
+    }
+
+    /// `used` referenced and `unused` unreferenced Secrets in each of `namespaces`, and as many
+    /// ConfigMaps of each, all referenced by one workload per used pair.
+    fn spread_secrets(tracker: Tracker, namespaces: &[&str], used: usize, unused: usize) -> Tracker {
+        let mut workloads = Vec::new();
+        let mut configs = Vec::new();
+        for ns in namespaces {
+            for i in 0..used {
+                let mut w = deployment(
+                    ns,
+                    &format!("w{i}"),
+                    &[],
+                    json!({"containers": [{"name": "c", "envFrom": [
+                        {"configMapRef": {"name": format!("used{i}")}},
+                        {"secretRef": {"name": format!("used{i}")}},
+                    ]}]}),
+                );
+                w.id.namespace = ns.to_string();
+                workloads.push(w);
+                configs.push(in_namespace(ns, cm_meta(&format!("used{i}"), "1")));
+                configs.push(in_namespace(ns, secret_meta(&format!("used{i}"))));
+            }
+            for i in 0..unused {
+                configs.push(in_namespace(ns, cm_meta(&format!("unused{i}"), "1")));
+                configs.push(in_namespace(ns, secret_meta(&format!("unused{i}"))));
+            }
+        }
+        synced_from(tracker, workloads, configs).0
+    }
+
+    fn secret_meta(name: &str) -> ConfigMeta {
+        let mut meta = cm_meta(name, "1");
+        meta.key.kind = ConfigKind::Secret;
+        meta
+    }
+
+    #[test]
+    fn secrets_are_never_read_in_bulk_however_many_are_referenced_while_configmaps_still_are() {
+        let namespaces = ["a", "b"];
+        let watched = BTreeSet::from(namespaces.map(String::from));
+        let cases = [
+            // Every Secret of both namespaces referenced: a cluster-wide LIST would have read nothing
+            // unreferenced, and still it is not made.
+            (
+                Tracker::new(&WorkloadKind::BUILT_IN, None),
+                2 * BULK_READ_MIN,
+                0,
+                vec![BulkRead { namespace: None }],
+            ),
+            // Most referenced, a few not: the old rule listed each namespace, and with it the data of
+            // the Secrets nobody references.
+            (
+                Tracker::new(&WorkloadKind::BUILT_IN, Some(&watched)),
+                BULK_READ_MIN,
+                BULK_READ_MIN / 2,
+                namespace_reads(&namespaces),
+            ),
+        ];
+        for (tracker, used, unused, configmap_reads) in cases {
+            let t = spread_secrets(tracker, &namespaces, used, unused);
+            let referenced_secrets = t
+                .configs
+                .keys()
+                .filter(|k| k.kind == ConfigKind::Secret && t.index.is_referenced(k))
+                .count();
+            assert_eq!(
+                referenced_secrets,
+                namespaces.len() * used,
+                "the Secrets are referenced"
+            );
+            // A BulkRead lists ConfigMaps: the type has no way to say Secrets.
+            assert_eq!(
+                t.bulk_reads(PAGE),
+                configmap_reads,
+                "{used} referenced and {unused} unreferenced of each kind per namespace: only ConfigMaps"
+            );
+        }
     }
 
     #[test]

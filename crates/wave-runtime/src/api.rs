@@ -5,7 +5,7 @@
 //! WorkloadKind (data: group, version, plural, template pointer) ─► ApiResource ─► Api<DynamicObject>
 //!     get_workload / list_workloads ─► Workload (wave_core)      patch_workload ─► merge patch as `wave`
 //!     get_object (status and selector, for held pods)
-//! ConfigKey ─► fetch_content ─► Content (wave_core) · namespace (or all) × ConfigKind ─► list_content (pages)
+//! ConfigKey ─► fetch_content ─► Content (wave_core) · namespace (or all) ─► list_config_maps (pages)
 //! SecretName ─► read_hash_key ─► HashKey (wave_core; `--hash-key-secret`)
 //! history: list_revisions ─► Revision · get_snapshot ─► Snapshot objects
 //!          create_or_own ─► the snapshot exists, owned by the revision · current_config / patch_config
@@ -83,22 +83,41 @@ pub async fn resolve_kind(client: &Client, resource: &ResourceSpec) -> Result<Wo
     }
 }
 
-/// Creates a Job (a reload of a CronJob opted in through Reloader's annotations).
+/// What [`create_job`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobStart {
+    /// The Job was created.
+    Created,
+    /// A Job of that name exists already: an earlier create of the same reload landed (its name is
+    /// derived from the CronJob and the config version, `wave_core::reloader::job_name`).
+    Existed,
+}
+
+/// Creates a named Job (a reload of a CronJob opted in through Reloader's annotations). A 409
+/// AlreadyExists is [`JobStart::Existed`], not an error: it is what a retry of a create that landed
+/// gets. The Job is not read back (wave has no `get` on Jobs); a Job of that exact name, which hashes
+/// the CronJob's uid and the config's version, can only have been made by someone who meant it.
 pub async fn create_job(
     client: &Client,
     namespace: &str,
     job: &serde_json::Value,
-) -> Result<(), kube::Error> {
+) -> Result<JobStart, kube::Error> {
     let job: k8s_openapi::api::batch::v1::Job =
         serde_json::from_value(job.clone()).map_err(kube::Error::SerdeError)?;
     let params = PostParams {
         field_manager: Some(names::FIELD_MANAGER.into()),
         ..Default::default()
     };
-    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), namespace)
+    match Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), namespace)
         .create(&params, &job)
         .await
-        .map(drop)
+    {
+        Ok(_) => Ok(JobStart::Created),
+        Err(kube::Error::Api(status)) if status.code == 409 && status.reason == "AlreadyExists" => {
+            Ok(JobStart::Existed)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Patch parameters naming wave as the field manager (every write wave makes).
@@ -221,45 +240,26 @@ where
     }
 }
 
-/// Objects per page of [`list_content`]: a page, not the namespace, bounds what is held at once.
+/// Objects per page of [`list_config_maps`]: a page, not the namespace, bounds what is held at once.
 pub const LIST_PAGE: u32 = 100;
 
-/// Helm keeps every release in a Secret of this type, up to 1 MiB each, that no pod references: a
-/// bulk read leaves them out, so a page of them is never held.
-const HELM_RELEASE_SECRET: &str = "helm.sh/release.v1";
-
-/// Every object of `kind` in `namespace` (`None`: in every namespace) with its content, page by page,
-/// handed to `each` and dropped.
-pub async fn list_content(
+/// Every ConfigMap in `namespace` (`None`: in every namespace) with its content, page by page, handed to
+/// `each` and dropped. There is no Secret counterpart: a LIST of Secrets returns the data of every
+/// Secret in its scope, and wave reads only the Secrets a workload references, one GET each
+/// (docs/behaviour.md, "Secrets nobody references are never read").
+pub async fn list_config_maps(
     client: &Client,
     namespace: Option<&str>,
-    kind: ConfigKind,
     mut each: impl FnMut(ObjectMeta, Content),
 ) -> Result<(), kube::Error> {
     let mut params = ListParams::default().limit(LIST_PAGE);
-    if kind == ConfigKind::Secret {
-        params = params.fields(&format!("type!={HELM_RELEASE_SECRET}"));
-    }
     loop {
-        let next = match kind {
-            ConfigKind::ConfigMap => {
-                let page = scoped::<ConfigMap>(client, namespace).list(&params).await?;
-                for cm in page.items {
-                    let content = Content::from_config_map(&cm);
-                    each(cm.metadata, content);
-                }
-                page.metadata.continue_
-            }
-            ConfigKind::Secret => {
-                let page = scoped::<Secret>(client, namespace).list(&params).await?;
-                for secret in page.items {
-                    let content = Content::from_secret(&secret);
-                    each(secret.metadata, content);
-                }
-                page.metadata.continue_
-            }
-        };
-        match next.filter(|token| !token.is_empty()) {
+        let page = scoped::<ConfigMap>(client, namespace).list(&params).await?;
+        for cm in page.items {
+            let content = Content::from_config_map(&cm);
+            each(cm.metadata, content);
+        }
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
             Some(token) => params = params.continue_token(&token),
             None => return Ok(()),
         }

@@ -65,9 +65,11 @@ pub struct Config {
     /// `--legacy-wave-cleanup`: remove the owner references Wave ≤ v0.6 put on config (patches config
     /// objects); without it they are reported, and left.
     pub legacy_wave_cleanup: bool,
-    /// `--reloader-compat` (on by default): workloads opted in through Stakater Reloader's annotations
+    /// `--reloader-compat` (off by default): workloads opted in through Stakater Reloader's annotations
     /// are handled as Reloader would (`docs/migrating-from-reloader.md`); `None` when off.
     pub reloader: Option<wave_core::reloader::Options>,
+    /// `--own-deployment`: wave's own Deployment, where start-up warnings are published as Events.
+    pub own_deployment: Option<wave_core::workload::WorkloadRef>,
     /// `--cross-namespace-references`: whether `extra-*` may name config in another namespace.
     pub cross_namespace: wave_core::refs::CrossNamespace,
     /// What the binary is (`wave_build_info`, the startup log line).

@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 
 use wave_core::names;
 use wave_core::refs::ConfigKey;
-use wave_core::workload::Workload;
+use wave_core::workload::{Workload, WorkloadRef};
 
 use crate::api::describe;
 
@@ -79,13 +79,26 @@ impl EventPublisher {
     /// Queues one Event about `workload`. It never waits and never fails: an Event never stops or
     /// slows a reconcile or an admission.
     pub fn publish(&self, workload: &Workload, type_: EventType, reason: &str, action: &str, note: String) {
-        let id = &workload.id;
+        self.publish_about(&workload.id, Some(&workload.uid), type_, reason, action, note);
+    }
+
+    /// Queues one Event about workload `id` (see [`Self::publish`]). Without its `uid`, `kubectl
+    /// describe` does not show it (it selects Events by uid), `kubectl get events` does.
+    pub fn publish_about(
+        &self,
+        id: &WorkloadRef,
+        uid: Option<&str>,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let regarding = ObjectReference {
             api_version: Some(id.kind.info().api_version.into()),
             kind: Some(id.kind.as_str().into()),
             namespace: Some(id.namespace.clone()),
             name: Some(id.name.clone()),
-            uid: Some(workload.uid.clone()),
+            uid: uid.map(str::to_string),
             ..Default::default()
         };
         self.enqueue(regarding, type_, reason, action, note);

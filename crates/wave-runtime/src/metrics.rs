@@ -226,6 +226,8 @@ pub struct Metrics {
     pub watch_errors: Family<ResourceLabel, Counter>,
     /// 1 while this replica is the leader.
     pub leader: Gauge,
+    /// With `--reloader-compat`: Deployments found running Stakater Reloader.
+    pub reloader_running: Gauge,
     /// Admission requests by result.
     pub webhook_requests: Family<WebhookLabels, Counter>,
     /// Config objects whose changes roll nothing because they flap.
@@ -277,6 +279,7 @@ impl Metrics {
             watch_events: Family::default(),
             watch_errors: Family::default(),
             leader: Gauge::default(),
+            reloader_running: Gauge::default(),
             webhook_requests: Family::default(),
             config_flapping: Gauge::default(),
             flap_episodes: Counter::default(),
@@ -363,6 +366,11 @@ impl Metrics {
         r.register("watch_events", "Watch events by resource", m.watch_events.clone());
         r.register("watch_errors", "Watch errors by resource", m.watch_errors.clone());
         r.register("leader", "1 while this replica is the leader", m.leader.clone());
+        r.register(
+            "reloader_running",
+            "With --reloader-compat: Deployments found running Stakater Reloader, which acts on the same changes",
+            m.reloader_running.clone(),
+        );
         r.register(
             "webhook_requests",
             "Admission requests by result (error: admitted unmodified)",

@@ -18,8 +18,10 @@
 //!   is known to exist and be owned by its revision, so that a snapshot is checked once, not per reconcile.
 //! - [`Restores`]: the restores (`undo: restore-config`) the watches have not shown whole yet; a workload
 //!   using one of their objects waits rather than roll to half-restored config.
+//! - [`ReloaderSightings`]: with `--reloader-compat`, the Deployments found running Stakater Reloader,
+//!   so that each is announced once, and the `wave_reloader_running` gauge.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -530,5 +532,39 @@ mod liveness_tests {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         panic!("liveness did not fail: {:?}", live.check());
+    }
+}
+
+/// See the module docs.
+pub struct ReloaderSightings {
+    seen: Mutex<BTreeSet<WorkloadRef>>,
+    gauge: Gauge,
+    /// With compatibility off: how many workloads carried only Reloader's annotations when last told.
+    reloader_only: Mutex<usize>,
+}
+
+impl ReloaderSightings {
+    /// None seen; `gauge` counts those running now.
+    pub fn new(gauge: Gauge) -> Self {
+        Self {
+            seen: Mutex::default(),
+            gauge,
+            reloader_only: Mutex::default(),
+        }
+    }
+
+    /// Records that `count` workloads carry only Reloader's annotations; true when that is news (the
+    /// caller says so once, not at every resync).
+    pub fn note_reloader_only(&self, count: usize) -> bool {
+        std::mem::replace(&mut *lock(&self.reloader_only), count) != count
+    }
+
+    /// Records that exactly `running` run Reloader now, and returns those not seen before (to announce).
+    pub fn update(&self, running: Vec<WorkloadRef>) -> Vec<WorkloadRef> {
+        let mut seen = lock(&self.seen);
+        self.gauge.set(running.len() as i64);
+        let new = running.iter().filter(|id| !seen.contains(*id)).cloned().collect();
+        *seen = running.into_iter().collect();
+        new
     }
 }

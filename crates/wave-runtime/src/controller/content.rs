@@ -7,16 +7,17 @@
 //!                    otherwise                      ─► one GET at least as new as the tracker's
 //!                                                       version (from the watch cache), cache, use
 //! resolve_live(refs) ─► one GET per referenced key, concurrently (the webhook, before it gates)
-//! warm (once, when every watch has listed) ─► the paginated LISTs Tracker::bulk_reads chooses (per
-//!                                             namespace, or cluster-wide, and kind); the referenced
-//!                                             objects are cached
+//! warm (once, when every watch has listed) ─► the paginated LISTs of ConfigMaps Tracker::bulk_reads
+//!                                             chooses (per namespace, or cluster-wide); the
+//!                                             referenced ones are cached
 //! ```
 //!
-//! Warming first turns the start-up's one GET per referenced object into a few LISTs where a namespace
-//! holds many referenced objects (S4 in docs/benchmarks.md: thousands of GETs where Wave made none).
-//! A LIST that fails only costs its GETs later.
+//! Warming first turns the start-up's one GET per referenced ConfigMap into a few LISTs where a
+//! namespace holds many referenced ones (S4 in docs/benchmarks.md: thousands of GETs where Wave made
+//! none). A LIST that fails only costs its GETs later. Secrets are never listed with their data: each
+//! referenced Secret is one GET, so the data of a Secret nobody references never reaches wave.
 //!
-//! Only objects some opted-in workload references are ever read, so memory does not grow with Secrets
+//! Only objects some opted-in workload references are kept, so memory does not grow with Secrets
 //! nobody references. Entries are evicted when the index drops the last reference or the object is
 //! deleted. A GET that answers NotFound while the watch still lists the object means a delete is in
 //! flight: the object is treated as absent, and its delete event wakes the workload again.
@@ -28,10 +29,10 @@ use kube::Client;
 use kube::api::ObjectMeta;
 
 use wave_core::hash::{Content, Fetched};
-use wave_core::refs::{ConfigKey, References};
+use wave_core::refs::{ConfigKey, ConfigKind, References};
 use wave_core::tracker::{BulkRead, ObjectVersion, Tracker};
 
-use crate::api::{LIST_PAGE, describe, fetch_content, list_content};
+use crate::api::{LIST_PAGE, describe, fetch_content, list_config_maps};
 use crate::error::ReconcileError;
 use crate::metrics::{KindLabel, Metrics};
 
@@ -101,16 +102,16 @@ impl ContentCache {
         Ok(collect(futures::future::try_join_all(lookups).await?))
     }
 
-    /// Reads the referenced objects with the paginated LISTs [`Tracker::bulk_reads`] chooses (per
+    /// Reads the referenced ConfigMaps with the paginated LISTs [`Tracker::bulk_reads`] chooses (per
     /// namespace, or of the whole cluster), and caches them, so that the reconciles after start-up find
-    /// them cached.
+    /// them cached. Secrets are left to their GETs.
     pub async fn warm(&self, tracker: &RwLock<Tracker>) {
         let bulk = read(tracker).bulk_reads(LIST_PAGE as usize);
-        for BulkRead { namespace, kind } in bulk {
+        for BulkRead { namespace } in bulk {
             let mut cached = 0;
-            let listed = list_content(&self.client, namespace.as_deref(), kind, |meta, content| {
+            let listed = list_config_maps(&self.client, namespace.as_deref(), |meta, content| {
                 let key = ConfigKey::new(
-                    kind,
+                    ConfigKind::ConfigMap,
                     meta.namespace.clone().unwrap_or_default(),
                     meta.name.clone().unwrap_or_default(),
                 );
@@ -121,9 +122,9 @@ impl ContentCache {
             .await;
             let namespace = namespace.as_deref().unwrap_or("(all)");
             match listed {
-                Ok(()) => tracing::debug!(namespace, kind = kind.kind(), cached, "read in bulk"),
+                Ok(()) => tracing::debug!(namespace, cached, "read ConfigMaps in bulk"),
                 Err(e) => {
-                    tracing::warn!(namespace, kind = kind.kind(), error = %describe(&e), "reading in bulk failed; each object is read on its own")
+                    tracing::warn!(namespace, error = %describe(&e), "reading ConfigMaps in bulk failed; each is read on its own")
                 }
             }
         }

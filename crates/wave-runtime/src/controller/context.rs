@@ -15,7 +15,9 @@ use wave_core::refs::ConfigKey;
 use wave_core::tracker::Tracker;
 use wave_core::workload::WorkloadRef;
 
-use super::bookkeeping::{KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, Restores};
+use super::bookkeeping::{
+    KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, ReloaderSightings, Restores,
+};
 use super::content::ContentCache;
 use super::watch::WatchHealth;
 use super::workqueue::WorkQueue;
@@ -81,6 +83,10 @@ pub struct Context {
     pub liveness: Liveness,
     /// For workloads opted in through Reloader's annotations: the SHA-1s wave last saw.
     pub reloader_seen: Mutex<wave_core::reloader::Seen>,
+    /// With `--reloader-compat`: the Deployments found running Reloader.
+    pub reloader_sightings: ReloaderSightings,
+    /// `--own-deployment`: where start-up warnings are published as Events.
+    pub own_deployment: Option<WorkloadRef>,
 }
 
 impl Context {

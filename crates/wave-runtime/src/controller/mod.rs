@@ -4,6 +4,7 @@
 //! ```text
 //! watch::changes ─► route (Tracker::apply) ─► WorkQueue ─► workers × --concurrency ─► reconcile
 //!                        ├─► evict content                     ▲
+//!                        ├─► once ready (and each resync): a running Reloader? (reloader::look_for_reloader)
 //!                        └─► once ready: warm content, then every workload ──┤
 //! resync every --sync-period ──────────────────────────────────┤
 //! lease::campaign (leader gained) ─────────────────────────────┘
@@ -38,7 +39,9 @@ use wave_core::ratelimit::TokenBucket;
 use wave_core::tracker::{Change, Tracker};
 use wave_core::workload::WorkloadRef;
 
-use self::bookkeeping::{KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, Restores};
+use self::bookkeeping::{
+    KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, ReloaderSightings, Restores,
+};
 use self::content::ContentCache;
 use self::context::Context;
 use self::workqueue::WorkQueue;
@@ -137,6 +140,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         restores: Restores::default(),
         liveness: Liveness::default(),
         reloader_seen: Mutex::default(),
+        reloader_sightings: ReloaderSightings::new(metrics.reloader_running.clone()),
+        own_deployment: config.own_deployment.clone(),
     });
     if config.leader_election.is_none() {
         metrics.leader.set(1);
@@ -238,6 +243,7 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
                 workloads = fx.enqueue.len(),
                 "every watch has listed; checking every opted-in workload"
             );
+            reloader::look_for_reloader(&ctx);
             // Their content is read in bulk first where that saves requests (`content`); the router
             // goes on meanwhile.
             let (ctx, all) = (ctx.clone(), std::mem::take(&mut fx.enqueue));
@@ -349,6 +355,7 @@ async fn resync(ctx: Arc<Context>, period: Duration) {
         tick.tick().await;
         let all = ctx.tracker().all_to_reconcile();
         tracing::debug!(workloads = all.len(), "periodic resync");
+        reloader::look_for_reloader(&ctx);
         for id in all {
             ctx.queue.add(id, None);
         }

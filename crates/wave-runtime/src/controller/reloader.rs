@@ -8,7 +8,8 @@
 //!   no marks ─► record what was seen ─► Noop (or Paused: look again when the pause ends)
 //!   marks    ─► held while a target flaps, or coalesced (as wave's own rollouts)
 //!            ─► token ─► lease ─► the write Reloader makes: a strategic merge PATCH (apps/v1, pausing a
-//!               Deployment that asks), a merge PATCH (Argo Rollout), or a Job started (CronJob);
+//!               Deployment that asks), a merge PATCH (Argo Rollout), or a Job started (CronJob,
+//!               named after the CronJob and the config version: a retried create is a 409, done);
 //!               patches guarded by resourceVersion
 //!            ─► record what was seen ─► Event `Reloaded` (Reloader's reason)
 //!            409 ⇒ re-read the workload and re-plan at once
@@ -16,12 +17,17 @@
 //!
 //! Pacing, undo pins and config history work on wave's config hash, which these workloads do not carry;
 //! they apply to workloads opted in with wave's own annotation (`docs/migrating-from-reloader.md`).
+//!
+//! [`look_for_reloader`], once every watch has listed and at each resync: with compatibility on, a
+//! Deployment running Stakater Reloader (`wave_core::reloader::runs_reloader`, read from the workloads
+//! wave already watches) is announced once, loudly: a warning, `wave_reloader_running`, and a Warning
+//! Event on `--own-deployment`. With it off, the workloads wave leaves alone are counted in one line.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use wave_core::names::{
-    action,
+    action, reason,
     reloader::{RELOADED, RESUMED},
 };
 use wave_core::refs::{Keys, Reference, References};
@@ -99,7 +105,7 @@ pub async fn reconcile(
         }
         let result = if workload.id.kind == WorkloadKind::CRON_JOB {
             // Reloader does not patch a CronJob: it starts a Job from it, carrying the mark.
-            Some(start_job(ctx, &workload, &decision.marks).await?)
+            Some(start_job(ctx, &workload, &decision).await?)
         } else {
             let (mut body, kind) = reloader::reload_patch(&workload, &decision.marks, now);
             let style = match kind {
@@ -136,8 +142,15 @@ pub async fn reconcile(
     })
 }
 
-/// Starts a Job from CronJob `workload` with `marks` (a token and the lease first, like every write).
-async fn start_job(ctx: &Context, workload: &Workload, marks: &[Mark]) -> Result<Outcome, ReconcileError> {
+/// Starts a Job from CronJob `workload` with the decision's marks (a token and the lease first, like
+/// every write). The Job's name is derived from the CronJob and the config version
+/// (`wave_core::reloader::job_name`), so when an earlier create of this same reload landed (a timeout
+/// or a 5xx that hid its success, then a retry), the apiserver answers 409 and no second Job starts.
+async fn start_job(
+    ctx: &Context,
+    workload: &Workload,
+    decision: &reloader::Decision,
+) -> Result<Outcome, ReconcileError> {
     let id = &workload.id;
     if let Err(wait) = ctx.limiter().reserve(id, Instant::now()) {
         return Ok(Outcome::RateLimited(wait));
@@ -155,13 +168,30 @@ async fn start_job(ctx: &Context, workload: &Workload, marks: &[Mark]) -> Result
         Some(cron_job) => cron_job,
         None => return Ok(Outcome::Gone),
     };
-    let job = reloader::job_from_cron_job(&cron_job.data, workload, marks);
-    api::create_job(&ctx.client, &id.namespace, &job)
+    let versions = {
+        let tracker = ctx.tracker();
+        decision
+            .changed
+            .iter()
+            .filter_map(|key| Some((key.clone(), tracker.config(key)?.clone())))
+            .collect()
+    };
+    let name = reloader::job_name(workload, decision, &versions);
+    let job = reloader::job_from_cron_job(&cron_job.data, workload, &decision.marks, &name);
+    let started = api::create_job(&ctx.client, &id.namespace, &job)
         .await
         .map_err(|source| ReconcileError::PatchWorkload {
             workload: id.clone(),
             source: Box::new(source),
         })?;
+    match started {
+        api::JobStart::Created => tracing::debug!(workload = %id, job = name, "started a Job"),
+        api::JobStart::Existed => tracing::info!(
+            workload = %id,
+            job = name,
+            "the Job of this config version exists already (an earlier create landed); not starting another"
+        ),
+    }
     Ok(Outcome::Written)
 }
 
@@ -219,4 +249,51 @@ fn after_write(
     );
     ctx.events
         .publish(workload, EventType::Normal, RELOADED, action::RELOAD, note);
+}
+
+/// Looks for a running Stakater Reloader (see the module docs). Called once every watch has listed (the
+/// tracker then holds every workload of the watched namespaces) and at each resync.
+pub fn look_for_reloader(ctx: &Context) {
+    let (running, own_uid, reloader_only) = {
+        let tracker = ctx.tracker();
+        if tracker.reloader().is_none() {
+            let defaults = reloader::Options::default();
+            let reloader_only = tracker
+                .workloads()
+                .filter(|w| !w.is_opted_in() && reloader::selection(w, &defaults).is_some())
+                .count();
+            (Vec::new(), None, reloader_only)
+        } else {
+            let own_uid = ctx
+                .own_deployment
+                .as_ref()
+                .and_then(|id| tracker.workload_view(id))
+                .map(|w| w.uid.clone());
+            (reloader::running_reloaders(tracker.workloads()), own_uid, 0)
+        }
+    };
+    if reloader_only > 0 && ctx.reloader_sightings.note_reloader_only(reloader_only) {
+        tracing::info!(
+            workloads = reloader_only,
+            "workloads carry only Stakater Reloader's annotations; Reloader compatibility is off, so wave leaves them alone (--reloader-compat turns it on)"
+        );
+    }
+    for found in ctx.reloader_sightings.update(running) {
+        let note = format!(
+            "Stakater Reloader runs in Deployment {found}, and wave runs with --reloader-compat: both act on \
+             the same changes of Reloader-annotated workloads (two rollouts per change, two Jobs per CronJob \
+             reload). Stop Reloader (scale it to 0) or turn --reloader-compat off (docs/migrating-from-reloader.md)."
+        );
+        tracing::warn!(reloader = %found, "{note}");
+        if let Some(own) = &ctx.own_deployment {
+            ctx.events.publish_about(
+                own,
+                own_uid.as_deref(),
+                EventType::Warning,
+                reason::RELOADER_RUNNING,
+                action::START,
+                note,
+            );
+        }
+    }
 }
