@@ -29,6 +29,7 @@ use wave_core::workload::{WorkloadKind, WorkloadRef};
 
 use crate::harness::*;
 use crate::ship::chart_identity;
+use crate::webhook;
 
 /// The victim's Secret value and ConfigMap value: neither may ever appear in the tenant's namespace.
 const SECRET_CANARY: &str = "victim-secret-7c1e55";
@@ -606,37 +607,37 @@ async fn a_snapshot_the_tenant_forged_is_never_adopted_nor_restored() {
 async fn with_every_optional_feature_on_a_tenant_still_reaches_nothing_in_another_namespace() {
     let mut run = Run::new("tenancy-all").await;
     let release_ns = testenv::namespace(&run.admin, "tenancy-all-release").await;
-    let kubeconfig = chart_identity(
-        &format!("ta{}", std::process::id()),
-        &release_ns,
-        &[
-            "configHistory.enabled=true",
-            "cronJobs.enabled=true",
-            "reloader.compat=true",
-        ],
-        |_| {},
-    );
-    let wave = Wave::start_as(
-        &kubeconfig,
-        &[&run.evil, &run.victim],
-        &[
-            "--update-rate=inf",
-            "--min-rollout-interval=0",
-            "--config-history",
-            "--cronjobs",
-            "--reloader-compat",
-        ],
-    )
-    .await;
+    let release = format!("ta{}", std::process::id());
+    let sets = [
+        "configHistory.enabled=true",
+        "cronJobs.enabled=true",
+        "reloader.compat=true",
+        "webhook.enabled=true",
+    ];
+    let kubeconfig = chart_identity(&release, &release_ns, &sets, |_| {});
+    let fullname = format!("{release}-wave");
+    let names = webhook::Names {
+        config: fullname.clone(),
+        secret: format!("{fullname}-webhook-tls"),
+        token: format!("{fullname}-webhook-token"),
+        secret_namespace: release_ns.clone(),
+    };
+    let both = [run.evil.as_str(), run.victim.as_str()];
+    let port = webhook::register_in(&run.admin, &both, &names.config).await;
+    let flags = [
+        "--min-rollout-interval=0",
+        "--config-history",
+        "--cronjobs",
+        "--reloader-compat",
+    ];
+    let wave = webhook::start_on_all(&run.admin, &kubeconfig, &both, &names, port, &flags).await;
+    let token = webhook::path_token(&run.admin, &release_ns, &names.token).await;
     run.settle().await;
     run.own_config().await;
-    run.create(
-        WorkloadKind::DEPLOYMENT,
-        "x",
-        run.wave_attack(),
-        pod_spec(json!({}), json!({})),
-    )
-    .await;
+    // Created through the apiserver, so the webhook hashes it at creation.
+    let no_refs = pod_spec(json!({}), json!({}));
+    run.create(WorkloadKind::DEPLOYMENT, "x", run.wave_attack(), no_refs.clone())
+        .await;
     let mut reloader_auto = run.reloader_attack();
     reloader_auto[reloader::AUTO] = json!("true");
     let uses_own = pod_spec(
@@ -665,10 +666,48 @@ async fn with_every_optional_feature_on_a_tenant_still_reaches_nothing_in_anothe
         .await
         .unwrap();
     assert_own_hash(&run, "x").await;
+
+    // A pod on the network posts reviews for the victim's namespace without the webhook's token: the
+    // same bare 404 whether the Secret they name exists or not.
+    let wrong = format!("/mutate-apps-v1-deployment/{}", "0".repeat(token.len()));
+    for secret in ["victim-db", "victim-nope"] {
+        let env = json!({"env": [{"name": "P", "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}}}]});
+        let object = body(
+            WorkloadKind::DEPLOYMENT,
+            "forged",
+            &opted_in(&[]),
+            &pod_spec(env, json!({})),
+        );
+        let review = webhook::review_of(&run.victim, "forged", &object, false);
+        for path in ["/mutate-apps-v1-deployment", wrong.as_str()] {
+            assert_eq!(
+                webhook::post_review(port, path, &review),
+                (404, String::new()),
+                "a review forged for the victim's namespace ({secret}, {path}) was answered"
+            );
+        }
+    }
+    // What the apiserver sends for the tenant's own create: the hash covers only their own config.
+    let object = body(WorkloadKind::DEPLOYMENT, "y", &run.wave_attack(), &no_refs);
+    let review = webhook::review_of(&run.evil, "y", &object, true);
+    let (status, answer) =
+        webhook::post_review(port, &format!("/mutate-apps-v1-deployment/{token}"), &review);
+    assert_eq!(status, 200, "{answer}");
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    // kube serialises the patch as an array of bytes (Go's encoding/json reads that as well as base64).
+    let bytes: Vec<u8> = serde_json::from_value(answer["response"]["patch"].clone())
+        .unwrap_or_else(|e| panic!("a patch ({e}): {answer}"));
+    let patch = String::from_utf8(bytes).unwrap();
+    assert!(
+        patch.contains(&run.own_hash()),
+        "the webhook's hash for the tenant's own workload covers a victim object: {patch}"
+    );
+
     run.change_both("r").await;
     run.assert_isolated(
         "every wave.pusher.com/ and reloader.stakater.com/ annotation naming the victim, with history, \
-         Reloader compatibility (search/match, pause-period) and CronJobs on",
+         Reloader compatibility (search/match, pause-period), CronJobs and the webhook on, and reviews \
+         forged for the victim's namespace",
     )
     .await;
     drop(wave);

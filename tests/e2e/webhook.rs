@@ -17,13 +17,13 @@ const GATE: &str = "wave.pusher.com/config";
 const EMPTY_HASH: &str = "100444e91862dd77d7ebe29f050c1e9a7f357c771e1a7b7650aae27e6a3a031d";
 
 /// Where wave keeps its webhook's registration and certificate.
-struct Names {
+pub(crate) struct Names {
     /// The MutatingWebhookConfiguration.
-    config: String,
+    pub(crate) config: String,
     /// The certificate's Secret, the path token's, and their namespace.
-    secret: String,
-    token: String,
-    secret_namespace: String,
+    pub(crate) secret: String,
+    pub(crate) token: String,
+    pub(crate) secret_namespace: String,
 }
 
 impl Names {
@@ -40,6 +40,11 @@ impl Names {
 
 /// Registers the webhook for `ns` as `config` (no caBundle: wave fills it in) and returns its port.
 async fn register(client: &kube::Client, ns: &str, config: &str) -> u16 {
+    register_in(client, &[ns], config).await
+}
+
+/// Registers the webhook for `namespaces` as `config` and returns its port.
+pub(crate) async fn register_in(client: &kube::Client, namespaces: &[&str], config: &str) -> u16 {
     let port = free_port();
     let hook = |kind: &str, resource: &str| {
         json!({
@@ -50,7 +55,8 @@ async fn register(client: &kube::Client, ns: &str, config: &str) -> u16 {
             "sideEffects": "NoneOnDryRun",
             "timeoutSeconds": 2,
             "admissionReviewVersions": ["v1"],
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+            "namespaceSelector": {"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}]}
         })
     };
     let mwc: MutatingWebhookConfiguration = serde_json::from_value(json!({
@@ -95,6 +101,19 @@ async fn start_on(
     port: u16,
     extra: &[&str],
 ) -> Wave {
+    start_on_all(client, kubeconfig, &[ns], names, port, extra).await
+}
+
+/// The same for wave watching `namespaces`; the apiserver's calls are awaited in the first.
+pub(crate) async fn start_on_all(
+    client: &kube::Client,
+    kubeconfig: &Path,
+    namespaces: &[&str],
+    names: &Names,
+    port: u16,
+    extra: &[&str],
+) -> Wave {
+    let ns = namespaces[0];
     let mut args = vec![
         "--enable-webhook".to_string(),
         format!("--webhook-bind-address=127.0.0.1:{port}"),
@@ -106,7 +125,7 @@ async fn start_on(
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let wave = Wave::start_as(kubeconfig, &[ns], &args).await;
+    let wave = Wave::start_as(kubeconfig, namespaces, &args).await;
     wait_called(client, ns).await;
     wave
 }
@@ -140,7 +159,7 @@ async fn dry_run_hashed(client: &kube::Client, ns: &str) -> bool {
 }
 
 /// The path token wave keeps in the Secret `name` of `namespace`, once it is there.
-async fn path_token(client: &kube::Client, namespace: &str, name: &str) -> String {
+pub(crate) async fn path_token(client: &kube::Client, namespace: &str, name: &str) -> String {
     let secrets = Api::<Secret>::namespaced(client.clone(), namespace);
     wait_for(
         &format!("the path token in {namespace}/{name}"),
@@ -174,7 +193,7 @@ async fn registered_paths(client: &kube::Client, config: &str) -> Vec<String> {
 
 /// POSTs `review` to the webhook on `port` at `path` as any pod on the network could; the status and
 /// the body.
-fn post_review(port: u16, path: &str, review: &Value) -> (u16, String) {
+pub(crate) fn post_review(port: u16, path: &str, review: &Value) -> (u16, String) {
     let out = std::process::Command::new("curl")
         .args(["-sSk", "--max-time", "10", "-o", "-", "-w", "\n%{http_code}"])
         .args(["-H", "Content-Type: application/json", "--data-binary", "@-"])
@@ -205,7 +224,7 @@ fn post_review(port: u16, path: &str, review: &Value) -> (u16, String) {
 }
 
 /// The AdmissionReview the apiserver would send for a CREATE of `object` in `ns`.
-fn review_of(ns: &str, name: &str, object: &Value, dry_run: bool) -> Value {
+pub(crate) fn review_of(ns: &str, name: &str, object: &Value, dry_run: bool) -> Value {
     json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {
