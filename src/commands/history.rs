@@ -5,7 +5,10 @@
 //! workload ─► its revisions (ReplicaSets / ControllerRevisions it controls), oldest first
 //!          ─► each revision's snapshot (by its hash) ─► changes() from the previous one that has one
 //! ```
-//! Secret values are never printed: a changed Secret key is named, its value is "hidden".
+//! Secret values are never printed: a changed Secret key is named, its value is "hidden". A snapshot is
+//! shown only if the controller would restore from it (`wave_core::history::untrusted`: wave's marks,
+//! immutable, owned by one of the workload's revisions): an object anyone else put under that name is
+//! named as not used, with why, and its contents are never shown.
 
 use std::process::ExitCode;
 
@@ -20,6 +23,8 @@ use crate::cli::{DiffArgs, HistoryArgs};
 struct Entry {
     revision: Revision,
     snapshot: Option<(String, Snapshot)>,
+    /// An object found under the snapshot's name that is not used, and why.
+    not_used: Option<String>,
 }
 
 /// The workload's revisions, oldest first, each with its snapshot.
@@ -35,8 +40,8 @@ async fn entries(client: &kube::Client, workload: &Workload) -> Result<Vec<Entry
         .map_err(cluster_error(format!("listing the revisions of {id}")))?;
     revisions.sort_by_key(|r| r.number);
     let mut out = Vec::new();
-    for revision in revisions {
-        let mut snapshot = None;
+    for revision in revisions.clone() {
+        let (mut snapshot, mut not_used) = (None, None);
         if let Some(hash) = &revision.hash {
             let found = api::get_snapshot(client, id, hash)
                 .await
@@ -44,12 +49,25 @@ async fn entries(client: &kube::Client, workload: &Workload) -> Result<Vec<Entry
                     "reading the config snapshot of {id} at {hash}"
                 )))?;
             if let Some((cm, secret)) = found {
-                let read =
-                    Snapshot::read(&cm, secret.as_ref()).map_err(|e| CommandError::Input(e.to_string()))?;
-                snapshot = Some((Snapshot::name(id, hash), read));
+                let untrusted =
+                    history::untrusted(&cm.metadata, cm.immutable, id, hash, &revisions).or_else(|| {
+                        let s = secret.as_ref()?;
+                        history::untrusted(&s.metadata, s.immutable, id, hash, &revisions)
+                    });
+                match untrusted.map_or_else(
+                    || Snapshot::read(&cm, secret.as_ref()).map_err(|e| e.to_string()),
+                    Err,
+                ) {
+                    Ok(read) => snapshot = Some((Snapshot::name(id, hash), read)),
+                    Err(why) => not_used = Some(why),
+                }
             }
         }
-        out.push(Entry { revision, snapshot });
+        out.push(Entry {
+            revision,
+            snapshot,
+            not_used,
+        });
     }
     Ok(out)
 }
@@ -76,6 +94,9 @@ struct RevisionView {
     current: bool,
     /// `None` without a snapshot.
     changes: Option<Vec<String>>,
+    /// An object under the snapshot's name that is not used, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    snapshot_not_used: Option<String>,
 }
 
 /// Runs `wave history`.
@@ -95,6 +116,7 @@ pub async fn run_history(args: &HistoryArgs) -> Result<ExitCode, CommandError> {
                 snapshot: e.snapshot.as_ref().map(|(name, _)| name.clone()),
                 current: e.revision.hash.is_some() && e.revision.hash.as_deref() == current,
                 changes: changes_at(&entries, at).map(|c| c.iter().map(ToString::to_string).collect()),
+                snapshot_not_used: e.not_used.clone(),
             }
         })
         .collect();
@@ -108,6 +130,10 @@ pub async fn run_history(args: &HistoryArgs) -> Result<ExitCode, CommandError> {
         .map(|v| {
             let changed = match &v.changes {
                 None if v.hash.is_none() => "(no config hash)".to_string(),
+                None if v.snapshot_not_used.is_some() => format!(
+                    "(snapshot not used: {})",
+                    v.snapshot_not_used.as_deref().unwrap_or_default()
+                ),
                 None => "(no snapshot: config history was off)".to_string(),
                 Some(c) if c.is_empty() => "(config unchanged)".to_string(),
                 Some(c) => c.join(" "),
@@ -148,6 +174,12 @@ pub async fn run_diff(args: &DiffArgs) -> Result<ExitCode, CommandError> {
             }
         )));
     };
+    if let Some(why) = &entries[at].not_used {
+        return Err(CommandError::Input(format!(
+            "revision {} of {}: the object under its snapshot's name is not used: {why}",
+            args.revision, workload.id
+        )));
+    }
     let Some((name, new)) = &entries[at].snapshot else {
         return Err(CommandError::Input(format!(
             "revision {} of {} has no config snapshot (config history was off when it was written, docs/history.md)",

@@ -139,15 +139,9 @@ impl Run {
             json!({"envFrom": [{"configMapRef": {"name": "victim-cfg"}}]}),
             json!({}),
         );
-        create_workload(
-            &admin,
-            &victim,
-            WorkloadKind::DEPLOYMENT,
-            "v",
-            opted_in(&[]),
-            spec,
-        )
-        .await;
+        // No history for it: every object that appears in the victim's namespace is then the tenant's doing.
+        let annotations = opted_in(&[(names::CONFIG_HISTORY, "false")]);
+        create_workload(&admin, &victim, WorkloadKind::DEPLOYMENT, "v", annotations, spec).await;
         Run {
             admin,
             tenant,
@@ -165,17 +159,22 @@ impl Run {
         self.victim_before = self.victim_versions().await;
     }
 
-    /// Every object in the victim's namespace and its version: the resourceVersion of config objects,
-    /// the generation (spec changes only; their controllers keep writing status) of the rest.
+    /// Every object in the victim's namespace that wave could write, and its version: the
+    /// resourceVersion of config objects and Jobs, the generation of workloads (spec changes only:
+    /// their controllers keep writing status). ReplicaSets and ControllerRevisions are their
+    /// controllers' to change.
     async fn victim_versions(&self) -> BTreeMap<String, String> {
         objects(&self.admin, &self.victim)
             .await
             .iter()
-            .filter(|o| o.types.is_some())
+            .filter(|o| {
+                let kind = o.types.as_ref().map(|t| t.kind.as_str());
+                kind.is_some() && !matches!(kind, Some("replicasets" | "controllerrevisions" | "Event"))
+            })
             .map(|o| {
                 let is_config = matches!(
                     o.types.as_ref().map(|t| t.kind.as_str()),
-                    Some("configmaps" | "secrets")
+                    Some("configmaps" | "secrets" | "jobs")
                 );
                 let version = if is_config {
                     o.resource_version().unwrap_or_default()
@@ -241,13 +240,20 @@ impl Run {
                 "after {attempts}: {object} in the victim's namespace changed"
             );
         }
+        for object in after.keys().filter(|o| !self.victim_before.contains_key(*o)) {
+            panic!("after {attempts}: {object} appeared in the victim's namespace");
+        }
         // An Event naming a victim object may say that wave left it alone, never what state it is in:
         // the words are the same for one that exists (victim-db) and one that does not (victim-nope).
         let events: Api<k8s_openapi::api::events::v1::Event> =
             Api::namespaced(self.admin.clone(), &self.evil);
         for e in events.list(&ListParams::default()).await.unwrap().items {
             let note = e.note.clone().unwrap_or_default();
-            if note.contains(&self.victim) {
+            // (The history test names the tenant's own Secret victim-db, as the reproduction did.)
+            if [self.victim.as_str(), "victim-cfg", "victim-nope"]
+                .iter()
+                .any(|v| note.contains(v))
+            {
                 let reason = e.reason.clone().unwrap_or_default();
                 assert!(
                     [
@@ -598,7 +604,85 @@ async fn a_snapshot_the_tenant_forged_is_never_adopted_nor_restored() {
         |(_, r, n)| r == reason::CONFIG_RESTORE_REFUSED && n.contains("not one wave wrote"),
     )
     .await;
-    run.assert_isolated("a forged snapshot, then undo with restore-config")
+
+    // The pin is written after the refusal; a config change before it would be pinned too.
+    wait_for("x pinned to the first hash", TIMEOUT, || async {
+        let x = workloads(&run.admin, &run.evil, WorkloadKind::DEPLOYMENT)
+            .get("x")
+            .await
+            .ok()?;
+        (x.annotations().get(names::PINNED_HASH) == Some(&first)).then_some(())
+    })
+    .await;
+
+    // Second try, with everything a tenant can make right: the forged snapshot replaced by an
+    // immutable one with wave's marks, owned by the revision that carries the hash. Its entries for
+    // the victim's objects still keep it from being restored.
+    for kind in ["configmap", "secret"] {
+        let (ok, text) = kubectl_stdin(
+            &["delete", kind, &Snapshot::name(&id, &first), "-n", &run.evil],
+            "",
+        );
+        assert!(ok, "{text}");
+    }
+    let replica_sets: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
+        Api::namespaced(run.tenant.clone(), &run.evil);
+    let carrying_first = replica_sets
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|rs| {
+            let template = rs.spec.as_ref().and_then(|s| s.template.as_ref());
+            let annotations = template
+                .and_then(|t| t.metadata.as_ref())
+                .and_then(|m| m.annotations.as_ref());
+            annotations.and_then(|a| a.get(names::CONFIG_HASH)) == Some(&first)
+        })
+        .expect("the ReplicaSet carrying the first hash");
+    let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "ReplicaSet".into(),
+        name: carrying_first.name_any(),
+        uid: carrying_first.uid().unwrap(),
+        ..Default::default()
+    };
+    Api::<ConfigMap>::namespaced(run.tenant.clone(), &run.evil)
+        .create(
+            &PostParams::default(),
+            &forged_cm.config_map(&id, &first, owner.clone()),
+        )
+        .await
+        .unwrap();
+    Api::<Secret>::namespaced(run.tenant.clone(), &run.evil)
+        .create(
+            &PostParams::default(),
+            &forged_cm.secret(&id, &first, owner).unwrap(),
+        )
+        .await
+        .unwrap();
+    let pinned = hash_of(&run.admin, &run.evil, WorkloadKind::DEPLOYMENT, "x").await;
+    let third = json!({"stringData": {"password": "tenant-own-3"}});
+    patch_secret(&run.tenant, &run.evil, "own-db", third).await;
+    wait_hash_change(
+        &run.admin,
+        &run.evil,
+        WorkloadKind::DEPLOYMENT,
+        "x",
+        pinned.as_deref(),
+    )
+    .await;
+    tenant_undo(&run, "x");
+    wait_event(
+        &run.admin,
+        &run.evil,
+        "x",
+        "the restore from the well-formed forged snapshot refused",
+        |(_, r, n)| r == reason::CONFIG_RESTORE_REFUSED && n.contains("an entry of another namespace"),
+    )
+    .await;
+    run.assert_isolated("forged snapshots, each followed by an undo with restore-config")
         .await;
     drop(wave);
 }
@@ -651,20 +735,19 @@ async fn with_every_optional_feature_on_a_tenant_still_reaches_nothing_in_anothe
         uses_own.clone(),
     )
     .await;
-    // A CronJob opted in both ways: wave's hash on its Job template, and Reloader's Job on a change.
-    let mut cron_annotations = run.wave_attack();
-    for (k, v) in reloader_auto.as_object().unwrap() {
-        cron_annotations[k] = v.clone();
+    // Two CronJobs: one opted in to wave (its Job template hashed), one through Reloader's annotations
+    // only (a Job started on a change).
+    for (name, annotations) in [("c", run.wave_attack()), ("cr", reloader_auto.clone())] {
+        let cron = json!({"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {"schedule": "0 0 1 1 *", "jobTemplate": {"spec": {"template": {"spec": {
+                "restartPolicy": "Never", "containers": uses_own["containers"].clone(),
+                "tolerations": uses_own["tolerations"].clone()}}}}}});
+        workloads(&run.tenant, &run.evil, WorkloadKind::CRON_JOB)
+            .create(&PostParams::default(), &serde_json::from_value(cron).unwrap())
+            .await
+            .unwrap();
     }
-    let cron = json!({"apiVersion": "batch/v1", "kind": "CronJob",
-        "metadata": {"name": "c", "annotations": cron_annotations},
-        "spec": {"schedule": "0 0 1 1 *", "jobTemplate": {"spec": {"template": {"spec": {
-            "restartPolicy": "Never", "containers": uses_own["containers"].clone(),
-            "tolerations": uses_own["tolerations"].clone()}}}}}});
-    workloads(&run.tenant, &run.evil, WorkloadKind::CRON_JOB)
-        .create(&PostParams::default(), &serde_json::from_value(cron).unwrap())
-        .await
-        .unwrap();
     assert_own_hash(&run, "x").await;
 
     // A pod on the network posts reviews for the victim's namespace without the webhook's token: the
@@ -704,6 +787,20 @@ async fn with_every_optional_feature_on_a_tenant_still_reaches_nothing_in_anothe
     );
 
     run.change_both("r").await;
+    // The Reloader-only CronJob's Job for the tenant's own change: that path ran, in the tenant's namespace.
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(run.admin.clone(), &run.evil);
+    wait_for(
+        "the Reloader CronJob's Job in the tenant's namespace",
+        TIMEOUT,
+        || async {
+            let list = jobs.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|j| j.name_any().starts_with("cr-"))
+                .then_some(())
+        },
+    )
+    .await;
     run.assert_isolated(
         "every wave.pusher.com/ and reloader.stakater.com/ annotation naming the victim, with history, \
          Reloader compatibility (search/match, pause-period), CronJobs and the webhook on, and reviews \

@@ -545,7 +545,9 @@ pub fn diff(old: &Snapshot, new: &Snapshot) -> String {
         };
         out.push_str(&format!(
             "{} {} key {}: {what}",
-            change.kind, change.object, change.key
+            change.kind,
+            printable(&change.object),
+            printable(&change.key)
         ));
         if change.kind == ConfigKind::Secret {
             out.push_str(" (value hidden)\n");
@@ -571,6 +573,21 @@ pub fn diff(old: &Snapshot, new: &Snapshot) -> String {
         }
     }
     out
+}
+
+/// `text` with every control character but the tab written as a `\u{..}` escape: config values reach a
+/// terminal through `wave diff`, and whoever can write the config must not drive that terminal.
+fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\t') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars()
+        .map(|c| match c {
+            '\t' => c.to_string(),
+            c if c.is_control() => c.escape_unicode().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
 }
 
 /// `-`/`+`/` ` lines from `a` to `b` (a longest-common-subsequence diff), unchanged runs longer than six
@@ -615,13 +632,13 @@ fn line_diff(a: &str, b: &str) -> String {
                 if n == 2 {
                     out.push_str(&format!("  … {} unchanged lines\n", run - 4));
                 }
-                out.push_str(&format!("  {}\n", lines[at].1));
+                out.push_str(&format!("  {}\n", printable(lines[at].1)));
             }
             k += run;
             continue;
         }
         let (c, line) = lines[k];
-        out.push_str(&format!("{c} {line}\n"));
+        out.push_str(&format!("{c} {}\n", printable(line)));
         k += 1;
     }
     out
@@ -1360,5 +1377,22 @@ mod tests {
                 .unwrap()
                 .contains("not annotated")
         );
+    }
+
+    #[test]
+    fn a_diff_writes_control_characters_as_escapes_so_config_cannot_drive_a_terminal() {
+        let b64 = |s: &str| STANDARD.encode(s);
+        let mut old = Snapshot::default();
+        old.config_maps
+            .insert("app".into(), BTreeMap::from([("k".into(), b64("plain"))]));
+        let mut new = Snapshot::default();
+        new.config_maps.insert(
+            "app".into(),
+            BTreeMap::from([("k".into(), b64("\u{1b}]0;owned\u{7}\u{1b}[2Kx\tok"))]),
+        );
+        let text = diff(&old, &new);
+        assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'), "{text:?}");
+        assert!(text.contains("\\u{1b}]0;owned\\u{7}"), "{text}");
+        assert!(text.contains("x\tok"), "tabs stay: {text:?}");
     }
 }

@@ -273,7 +273,8 @@ pub fn look_for_reloader(ctx: &Context) {
         }
     };
     if reloader_only > 0 && ctx.reloader_sightings.note_reloader_only(reloader_only) {
-        tracing::info!(
+        // A warning: after an upgrade from a wave where compatibility was on, these stopped reloading.
+        tracing::warn!(
             workloads = reloader_only,
             "workloads carry only Stakater Reloader's annotations; Reloader compatibility is off, so wave leaves them alone (--reloader-compat turns it on)"
         );
