@@ -240,9 +240,14 @@ impl Run {
                 "after {attempts}: {object} in the victim's namespace changed"
             );
         }
-        for object in after.keys().filter(|o| !self.victim_before.contains_key(*o)) {
-            panic!("after {attempts}: {object} appeared in the victim's namespace");
-        }
+        let appeared: Vec<&String> = after
+            .keys()
+            .filter(|o| !self.victim_before.contains_key(*o))
+            .collect();
+        assert!(
+            appeared.is_empty(),
+            "after {attempts}: {appeared:?} appeared in the victim's namespace"
+        );
         // An Event naming a victim object may say that wave left it alone, never what state it is in:
         // the words are the same for one that exists (victim-db) and one that does not (victim-nope).
         let events: Api<k8s_openapi::api::events::v1::Event> =
