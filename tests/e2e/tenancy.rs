@@ -159,6 +159,20 @@ impl Run {
         self.victim_before = self.victim_versions().await;
     }
 
+    /// Starts wave as the ServiceAccount the chart renders with `sets` (in a release namespace of its
+    /// own), watching both namespaces with `flags`, and settles.
+    async fn start_wave(&mut self, tag: &str, sets: &[&str], flags: &[&str]) -> Wave {
+        let release_ns = testenv::namespace(&self.admin, &format!("{tag}-release")).await;
+        let release = format!("{tag}{}", std::process::id());
+        let kubeconfig = chart_identity(&release, &release_ns, sets, |_| {});
+        let args: Vec<&str> = std::iter::once("--update-rate=inf")
+            .chain(flags.iter().copied())
+            .collect();
+        let wave = Wave::start_as(&kubeconfig, &[&self.evil, &self.victim], &args).await;
+        self.settle().await;
+        wave
+    }
+
     /// Every object in the victim's namespace that wave could write, and its version: the
     /// resourceVersion of config objects and Jobs, the generation of workloads (spec changes only:
     /// their controllers keep writing status). ReplicaSets and ControllerRevisions are their
@@ -389,10 +403,7 @@ fn tenant_undo(run: &Run, name: &str) {
 #[tokio::test]
 async fn at_the_charts_defaults_a_tenant_reaches_nothing_in_another_namespace() {
     let mut run = Run::new("tenancy-defaults").await;
-    let release_ns = testenv::namespace(&run.admin, "tenancy-defaults-release").await;
-    let kubeconfig = chart_identity(&format!("td{}", std::process::id()), &release_ns, &[], |_| {});
-    let wave = Wave::start_as(&kubeconfig, &[&run.evil, &run.victim], &["--update-rate=inf"]).await;
-    run.settle().await;
+    let wave = run.start_wave("td", &[], &[]).await;
     run.own_config().await;
     run.create(
         WorkloadKind::DEPLOYMENT,
@@ -430,25 +441,13 @@ async fn with_cross_namespace_references_allowed_history_copies_nothing_in_and_r
     // tenant's workload may hash the victim's Secret (the documented exception), but its snapshot must
     // not copy it, and an undo with restore-config must not write into the victim's namespace.
     let mut run = Run::new("tenancy-history").await;
-    let release_ns = testenv::namespace(&run.admin, "tenancy-history-release").await;
-    let kubeconfig = chart_identity(
-        &format!("th{}", std::process::id()),
-        &release_ns,
-        &["configHistory.enabled=true"],
-        |_| {},
-    );
-    let wave = Wave::start_as(
-        &kubeconfig,
-        &[&run.evil, &run.victim],
-        &[
-            "--update-rate=inf",
-            "--min-rollout-interval=0",
-            "--config-history",
-            "--cross-namespace-references=allow",
-        ],
-    )
-    .await;
-    run.settle().await;
+    let history = ["configHistory.enabled=true"];
+    let flags = [
+        "--min-rollout-interval=0",
+        "--config-history",
+        "--cross-namespace-references=allow",
+    ];
+    let wave = run.start_wave("th", &history, &flags).await;
     // The tenant's own Secret is named like the victim's, as in the reproduction.
     create_secret(&run.tenant, &run.evil, "victim-db", json!({"password": "pwned"})).await;
     let annotations = opted_in(&[
@@ -509,24 +508,9 @@ async fn with_cross_namespace_references_allowed_history_copies_nothing_in_and_r
 #[tokio::test]
 async fn a_snapshot_the_tenant_forged_is_never_adopted_nor_restored() {
     let mut run = Run::new("tenancy-forged").await;
-    let release_ns = testenv::namespace(&run.admin, "tenancy-forged-release").await;
-    let kubeconfig = chart_identity(
-        &format!("tf{}", std::process::id()),
-        &release_ns,
-        &["configHistory.enabled=true"],
-        |_| {},
-    );
-    let wave = Wave::start_as(
-        &kubeconfig,
-        &[&run.evil, &run.victim],
-        &[
-            "--update-rate=inf",
-            "--min-rollout-interval=0",
-            "--config-history",
-        ],
-    )
-    .await;
-    run.settle().await;
+    let history = ["configHistory.enabled=true"];
+    let flags = ["--min-rollout-interval=0", "--config-history"];
+    let wave = run.start_wave("tf", &history, &flags).await;
     run.own_config().await;
     // The tenant predicts the first hash of `x` (plain hashing is public) and puts a snapshot of their
     // own making under its name: entries aimed at the victim's objects, mutable, owned by nobody.
