@@ -71,6 +71,35 @@ pub(crate) async fn register_in(client: &kube::Client, namespaces: &[&str], conf
     port
 }
 
+/// Registers two replicas of the webhook for Deployment creates in `ns` as `config`, each under its own
+/// URL, so the apiserver calls both on every create; returns their ports.
+async fn register_replicas(client: &kube::Client, ns: &str, config: &str) -> [u16; 2] {
+    let ports = [free_port(), free_port()];
+    let hooks: Vec<Value> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| {
+            json!({
+                "name": format!("deployment-{i}.wave.pusher.com"),
+                "clientConfig": {"url": format!("https://127.0.0.1:{port}/mutate-apps-v1-deployment")},
+                "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments"]}],
+                "failurePolicy": "Ignore",
+                "sideEffects": "NoneOnDryRun",
+                "timeoutSeconds": 2,
+                "admissionReviewVersions": ["v1"],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+            })
+        })
+        .collect();
+    let mwc: MutatingWebhookConfiguration =
+        serde_json::from_value(json!({"metadata": {"name": config}, "webhooks": hooks})).unwrap();
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &mwc)
+        .await
+        .unwrap();
+    ports
+}
+
 /// Starts wave with the webhook for `ns`, and waits until the apiserver really calls it.
 async fn start(client: &kube::Client, ns: &str, extra: &[&str]) -> Wave {
     start_as(client, &cluster().kubeconfig(), ns, extra).await
@@ -800,29 +829,7 @@ async fn two_replicas_renewing_a_short_lived_certificate_leave_no_admission_unmu
     let names = Names::for_test(&ns);
     // Both replicas are registered, each under its own URL, so the apiserver calls both on every create:
     // an admission that misses either shows as a missing count on that replica.
-    let ports = [free_port(), free_port()];
-    let hooks: Vec<Value> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, port)| {
-            json!({
-                "name": format!("deployment-{i}.wave.pusher.com"),
-                "clientConfig": {"url": format!("https://127.0.0.1:{port}/mutate-apps-v1-deployment")},
-                "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments"]}],
-                "failurePolicy": "Ignore",
-                "sideEffects": "NoneOnDryRun",
-                "timeoutSeconds": 2,
-                "admissionReviewVersions": ["v1"],
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
-            })
-        })
-        .collect();
-    let mwc: MutatingWebhookConfiguration =
-        serde_json::from_value(json!({"metadata": {"name": names.config}, "webhooks": hooks})).unwrap();
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .create(&PostParams::default(), &mwc)
-        .await
-        .unwrap();
+    let ports = register_replicas(&client, &ns, &names.config).await;
     let lease = format!("--leader-election-namespace={ns}");
     let mut replicas = Vec::new();
     for port in ports {
@@ -1085,29 +1092,7 @@ async fn the_registration_carries_the_path_token_and_a_reset_path_is_repaired() 
 async fn a_deleted_token_secret_rotates_the_token_and_every_replica_follows() {
     let (client, ns) = setup("wh-rotate").await;
     let names = Names::for_test(&ns);
-    let ports = [free_port(), free_port()];
-    let hooks: Vec<Value> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, port)| {
-            json!({
-                "name": format!("deployment-{i}.wave.pusher.com"),
-                "clientConfig": {"url": format!("https://127.0.0.1:{port}/mutate-apps-v1-deployment")},
-                "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments"]}],
-                "failurePolicy": "Ignore",
-                "sideEffects": "NoneOnDryRun",
-                "timeoutSeconds": 2,
-                "admissionReviewVersions": ["v1"],
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
-            })
-        })
-        .collect();
-    let mwc: MutatingWebhookConfiguration =
-        serde_json::from_value(json!({"metadata": {"name": names.config}, "webhooks": hooks})).unwrap();
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .create(&PostParams::default(), &mwc)
-        .await
-        .unwrap();
+    let ports = register_replicas(&client, &ns, &names.config).await;
     let mut replicas = Vec::new();
     for port in ports {
         let args = [
