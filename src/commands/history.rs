@@ -49,15 +49,7 @@ async fn entries(client: &kube::Client, workload: &Workload) -> Result<Vec<Entry
                     "reading the config snapshot of {id} at {hash}"
                 )))?;
             if let Some((cm, secret)) = found {
-                let untrusted =
-                    history::untrusted(&cm.metadata, cm.immutable, id, hash, &revisions).or_else(|| {
-                        let s = secret.as_ref()?;
-                        history::untrusted(&s.metadata, s.immutable, id, hash, &revisions)
-                    });
-                match untrusted.map_or_else(
-                    || Snapshot::read(&cm, secret.as_ref()).map_err(|e| e.to_string()),
-                    Err,
-                ) {
+                match history::read_trusted(&cm, secret.as_ref(), id, hash, &revisions) {
                     Ok(read) => snapshot = Some((Snapshot::name(id, hash), read)),
                     Err(why) => not_used = Some(why),
                 }

@@ -623,10 +623,10 @@ async fn with_reload_on_create_and_delete_an_object_s_arrival_and_departure_relo
         .await;
 }
 
-#[tokio::test]
-async fn a_reloader_annotated_cron_job_starts_a_job_carrying_the_mark_as_reloader_does() {
-    let (client, ns) = setup("reloader-cron").await;
-    create_configmap(&client, &ns, "app", json!({"k": "v1"})).await;
+/// The ConfigMap `app` and the CronJob `nightly` using it, opted in with `reloader.stakater.com/auto`;
+/// its kind and its Job's pod spec.
+async fn nightly_cron_job(client: &kube::Client, ns: &str) -> (WorkloadKind, Value) {
+    create_configmap(client, ns, "app", json!({"k": "v1"})).await;
     let kind = WorkloadKind::CRON_JOB;
     let spec = pod_spec(
         json!({"envFrom": [{"configMapRef": {"name": "app"}}]}),
@@ -634,11 +634,18 @@ async fn a_reloader_annotated_cron_job_starts_a_job_carrying_the_mark_as_reloade
     );
     let cron_job = json!({"apiVersion": "batch/v1", "kind": "CronJob",
         "metadata": {"name": "nightly", "annotations": {AUTO: "true"}},
-        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {"spec": spec}}}}});
-    workloads(&client, &ns, kind)
+        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {"spec": spec.clone()}}}}});
+    workloads(client, ns, kind)
         .create(&Default::default(), &serde_json::from_value(cron_job).unwrap())
         .await
         .unwrap();
+    (kind, spec)
+}
+
+#[tokio::test]
+async fn a_reloader_annotated_cron_job_starts_a_job_carrying_the_mark_as_reloader_does() {
+    let (client, ns) = setup("reloader-cron").await;
+    let (kind, _) = nightly_cron_job(&client, &ns).await;
     let wave = Wave::start(&[&ns], &["--reloader-compat", "--cronjobs"]).await;
     wait_for("wave to check the CronJob", TIMEOUT, || async {
         (wave.noops() >= 1).then_some(())
@@ -693,19 +700,7 @@ async fn a_reloader_annotated_cron_job_starts_a_job_carrying_the_mark_as_reloade
 #[tokio::test]
 async fn a_retried_job_start_whose_first_create_landed_starts_no_second_job() {
     let (client, ns) = setup("reloader-cron-retry").await;
-    create_configmap(&client, &ns, "app", json!({"k": "v1"})).await;
-    let kind = WorkloadKind::CRON_JOB;
-    let spec = pod_spec(
-        json!({"envFrom": [{"configMapRef": {"name": "app"}}]}),
-        json!({"restartPolicy": "Never"}),
-    );
-    let cron_job = json!({"apiVersion": "batch/v1", "kind": "CronJob",
-        "metadata": {"name": "nightly", "annotations": {AUTO: "true"}},
-        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {"spec": spec.clone()}}}}});
-    workloads(&client, &ns, kind)
-        .create(&Default::default(), &serde_json::from_value(cron_job).unwrap())
-        .await
-        .unwrap();
+    let (kind, spec) = nightly_cron_job(&client, &ns).await;
     // wave under a user that may not create Jobs yet: its first create is refused, and retried.
     let user = format!("wave-{ns}");
     let role = |name: &str, rules: &str| {

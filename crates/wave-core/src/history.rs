@@ -245,6 +245,33 @@ impl Snapshot {
     }
 }
 
+/// `workload`'s snapshot of `hash` from its stored ConfigMap (and Secret), when both pass [`untrusted`]
+/// against the workload's `revisions` and read as a snapshot; `Err` says why it is not used. The
+/// controller restores only from such a snapshot, and `wave history` / `wave diff` show only such.
+pub fn read_trusted(
+    config_map: &ConfigMap,
+    secret: Option<&Secret>,
+    workload: &WorkloadRef,
+    hash: &str,
+    revisions: &[Revision],
+) -> Result<Snapshot, String> {
+    let untrusted = untrusted(
+        &config_map.metadata,
+        config_map.immutable,
+        workload,
+        hash,
+        revisions,
+    )
+    .or_else(|| {
+        let s = secret?;
+        untrusted(&s.metadata, s.immutable, workload, hash, revisions)
+    });
+    if let Some(why) = untrusted {
+        return Err(format!("the config snapshot is not one wave wrote: {why}"));
+    }
+    Snapshot::read(config_map, secret).map_err(|e| e.to_string())
+}
+
 /// The first config object outside `namespace` that a workload there references, if any. History keeps
 /// no snapshot of such a hash (it would copy another namespace's data into this one) and restores
 /// nothing for it (it would write into another namespace): `docs/security.md`.

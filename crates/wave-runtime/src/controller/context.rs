@@ -13,7 +13,7 @@ use wave_core::pace::Pacer;
 use wave_core::ratelimit::TokenBucket;
 use wave_core::refs::ConfigKey;
 use wave_core::tracker::Tracker;
-use wave_core::workload::WorkloadRef;
+use wave_core::workload::{Workload, WorkloadRef};
 
 use super::bookkeeping::{
     KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, ReloaderSightings, Restores,
@@ -21,7 +21,7 @@ use super::bookkeeping::{
 use super::content::ContentCache;
 use super::watch::WatchHealth;
 use super::workqueue::WorkQueue;
-use crate::events::EventPublisher;
+use crate::events::{EventPublisher, EventType};
 use crate::lease::LeaseCheck;
 use crate::metrics::Metrics;
 
@@ -145,6 +145,23 @@ impl Context {
     /// Write access to the tracker.
     pub fn tracker_mut(&self) -> RwLockWriteGuard<'_, Tracker> {
         super::content::write(&self.tracker)
+    }
+
+    /// Publishes a Warning about `workload`, and logs it, unless `notes` holds this note as the last
+    /// one said about it: one Warning per distinct note, not one per reconcile.
+    pub fn warn_once(
+        &self,
+        notes: &Notes,
+        workload: &Workload,
+        reason: &'static str,
+        action: &'static str,
+        note: String,
+    ) {
+        if notes.report(&workload.id, &note) {
+            tracing::warn!(workload = %workload.id, "{note}");
+            self.events
+                .publish(workload, EventType::Warning, reason, action, note);
+        }
     }
 
     /// Whether the controller is ready: every watch listed once and none failing. `Err` says why not.

@@ -213,28 +213,9 @@ pub async fn restore(
     let revisions = api::list_revisions(&ctx.client, id, &workload.uid, "")
         .await
         .map_err(fail(format!("listing the revisions of {id}")))?;
-    let untrusted = std::iter::once(history::untrusted(
-        &cm.metadata,
-        cm.immutable,
-        id,
-        &pin.hash,
-        &revisions,
-    ))
-    .chain(
-        secret
-            .iter()
-            .map(|s| history::untrusted(&s.metadata, s.immutable, id, &pin.hash, &revisions)),
-    )
-    .flatten()
-    .next();
-    if let Some(why) = untrusted {
-        return Ok(Restored::Refused(format!(
-            "the config snapshot is not one wave wrote: {why}"
-        )));
-    }
-    let snapshot = match Snapshot::read(&cm, secret.as_ref()) {
+    let snapshot = match history::read_trusted(&cm, secret.as_ref(), id, &pin.hash, &revisions) {
         Ok(snapshot) => snapshot,
-        Err(e) => return Ok(Restored::Refused(e.to_string())),
+        Err(why) => return Ok(Restored::Refused(why)),
     };
     let now = Snapshot::of(&id.namespace, refs, fetched);
     if let Err(why) = history::restorable(&snapshot, &now, &ctx.hashing, &pin.hash) {

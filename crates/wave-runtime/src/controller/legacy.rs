@@ -109,11 +109,7 @@ pub async fn clean(ctx: &Context, workload: &Workload) -> Result<Cleanup, Reconc
 
 /// Publishes a Warning about `workload`'s leftovers, and logs it, unless it is what was said last.
 fn warn_once(ctx: &Context, workload: &Workload, reason: &'static str, note: String) {
-    if ctx.legacy_reports.report(&workload.id, &note) {
-        tracing::warn!(workload = %workload.id, "{note}");
-        ctx.events
-            .publish(workload, EventType::Warning, reason, action::REMOVE_LEGACY, note);
-    }
+    ctx.warn_once(&ctx.legacy_reports, workload, reason, action::REMOVE_LEGACY, note);
 }
 
 /// What [`remove`] did.

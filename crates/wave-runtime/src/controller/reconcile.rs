@@ -163,7 +163,14 @@ async fn plan_and_write(
     for attempt in 1..=CONFLICT_ATTEMPTS {
         let (refs, unwatched) = ctx.tracker().references(&workload);
         match refs.denied_message() {
-            Some(message) => report_denied(ctx, &workload, message),
+            // The same words whether or not those objects exist (`docs/security.md`).
+            Some(message) => ctx.warn_once(
+                &ctx.denied,
+                &workload,
+                reason::CROSS_NAMESPACE_REFERENCE_DENIED,
+                action::CHECK_CONFIG,
+                message,
+            ),
             None => ctx.denied.forget(id),
         }
         for key in &unwatched {
@@ -567,21 +574,6 @@ fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggered: Opt
             reason::SCHEDULING_ENABLED,
             action::UPDATE_CONFIG_HASH,
             note,
-        );
-    }
-}
-
-/// Says once per distinct set that references to another namespace were left out (the same words
-/// whether or not those objects exist: `docs/security.md`).
-fn report_denied(ctx: &Context, workload: &Workload, message: String) {
-    if ctx.denied.report(&workload.id, &message) {
-        tracing::warn!(workload = %workload.id, "{message}");
-        ctx.events.publish(
-            workload,
-            EventType::Warning,
-            reason::CROSS_NAMESPACE_REFERENCE_DENIED,
-            action::CHECK_CONFIG,
-            message,
         );
     }
 }
