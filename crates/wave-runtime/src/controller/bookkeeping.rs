@@ -271,7 +271,7 @@ mod notes_tests {
     use wave_core::workload::WorkloadKind;
 
     #[test]
-    fn each_note_about_legacy_leftovers_is_published_once_per_workload_until_forgotten() {
+    fn each_note_is_published_once_per_workload_until_forgotten_and_counted() {
         let gauge = Gauge::default();
         let reports = Notes::counted(gauge.clone());
         let web = WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", "web");

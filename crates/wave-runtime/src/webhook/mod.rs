@@ -34,7 +34,6 @@ use kube::core::admission::AdmissionReview;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use wave_core::webhook::{self as paths, PathToken};
-use wave_core::workload::WorkloadKind;
 
 use self::certs::{CertificateConfig, ServingCert};
 use crate::config::WebhookConfig;
@@ -131,12 +130,6 @@ pub enum WebhookError {
     /// The patch could not be encoded.
     #[error("encoding the patch failed")]
     Patch(#[source] serde_json::Error),
-}
-
-/// The path the apiserver called before wave had path tokens, and the start of every served path:
-/// `/mutate-<group>-<version>-<kind>` (the chart's registration uses it until wave adds the token).
-pub fn path(kind: WorkloadKind) -> String {
-    paths::base_path(kind)
 }
 
 /// The soonest a call on a stale path makes wave re-read its Secrets after the last read. Anyone who
@@ -316,10 +309,11 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wave_core::workload::WorkloadKind;
 
     #[test]
     fn each_kind_is_served_on_the_path_the_chart_configures() {
-        let paths: Vec<String> = WorkloadKind::BUILT_IN.into_iter().map(path).collect();
+        let paths: Vec<String> = WorkloadKind::BUILT_IN.into_iter().map(paths::base_path).collect();
         assert_eq!(
             paths,
             [
