@@ -33,6 +33,7 @@ fn rollout_state(w: &Workload, now: Timestamp) -> String {
     match pace::rollout_state(w, pace::DEFAULT_ROLLOUT_DEADLINE, now) {
         State::Complete => "complete".to_string(),
         State::Progressing => "progressing".to_string(),
+        State::Paused => "paused".to_string(),
         State::Failed(why) => format!("failed: {why}"),
     }
 }

@@ -11,6 +11,7 @@
 //! coalesce::Coalescer (one rollout per workload per interval)   flap::FlapDetector (flapping config)
 //! rollout::state (a workload's own status) ─► pace::census ─► pace::Pacer (at most N rolling; halts)
 //! undo::detect (an undo to an earlier hash) ─► undo::Pin, which plan::plan respects
+//! decide::decide (a rollout: undo? halted? flapping? coalesced? else it may roll) ─► pace::Pacer (a slot)
 //! legacy (what Wave ≤ v0.6 left: its finalizer, owner references on config) ─► the patches removing it
 //! manifest (wave hash: rendered manifests)   impact (wave impact: would a change roll this workload)
 //! webhook (the webhook's paths and the secret token in them: only the apiserver knows it)
@@ -26,6 +27,7 @@
 
 pub mod admission;
 pub mod coalesce;
+pub mod decide;
 pub mod duration;
 pub mod flap;
 pub mod hash;

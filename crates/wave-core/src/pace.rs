@@ -4,7 +4,8 @@
 //! ```text
 //! workloads (tracker) ─► census: which wave rollouts are in progress (their own status, `rollout`),
 //!                                which failed, and so which config versions are halted
-//! a rollout to write ─► Pacer::decide(census, its triggers) ─► Go | Queued (FIFO by priority) | Halted
+//! a rollout that may roll (`decide`: not halted, flapping or coalesced)
+//!   ─► Pacer::decide(census) ─► Go | Queued (first come, by priority)
 //! a slot frees (status) ─► Pacer::due ─► the next waiting workloads are woken
 //! ```
 //!
@@ -92,6 +93,10 @@ pub struct Marker {
     pub config: BTreeMap<String, String>,
     /// The objects whose version differs from the previous rollout's: what this rollout delivers.
     pub changed: BTreeSet<String>,
+    /// Why this rollout failed, once wave saw it fail: recorded so that the halt outlives whatever
+    /// happens to the workload next (an undo, a fix by hand), until a new change or `wave resume`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 impl Marker {
@@ -117,6 +122,7 @@ impl Marker {
             at: now.to_string(),
             config: versions,
             changed,
+            failed: None,
         }
     }
 
@@ -238,41 +244,66 @@ pub fn census<'a>(
         let Some(marker) = Marker::read(w) else {
             continue;
         };
-        if w.current_hash() != Some(marker.hash.as_str()) {
-            continue;
-        }
-        let (limit, _) = deadline(w, default_deadline);
-        let started = marker.started();
-        match rollout::state(w.id.kind, w.generation, &w.progress, started, limit, now) {
-            State::Complete => {}
-            State::Progressing => {
-                c.rolling.insert(w.id.clone());
-                if w.id.kind != WorkloadKind::DEPLOYMENT
-                    && let Some(end) = started.and_then(|s| s.checked_add(limit).ok())
-                {
-                    c.next_deadline = Some(c.next_deadline.map_or(end, |d| d.min(end)));
-                }
-            }
-            State::Failed(why) => {
-                let released = w.annotations.get(names::HALT_RELEASED) == Some(&marker.hash);
-                if !released {
-                    // A marker is metadata its workload's owner can write, so a failure halts only
-                    // versions of config in the workload's own namespace: nobody halts another
-                    // namespace's rollouts (`docs/security.md`).
-                    let own = |v: &Version| v.key().is_some_and(|k| k.namespace == w.id.namespace);
-                    for version in marker.delivers().into_iter().filter(own) {
-                        c.halts.entry(version.clone()).or_insert_with(|| Halt {
-                            version,
-                            failed: w.id.clone(),
-                            why: why.clone(),
-                        });
+        let state = if w.current_hash() == Some(marker.hash.as_str()) {
+            let (limit, _) = deadline(w, default_deadline);
+            let started = marker.started();
+            match rollout::state(w.id.kind, w.generation, &w.progress, started, limit, now) {
+                State::Progressing => {
+                    c.rolling.insert(w.id.clone());
+                    if w.id.kind != WorkloadKind::DEPLOYMENT
+                        && let Some(end) = started.and_then(|s| s.checked_add(limit).ok())
+                    {
+                        c.next_deadline = Some(c.next_deadline.map_or(end, |d| d.min(end)));
                     }
+                    None
                 }
-                c.failed.insert(w.id.clone(), why);
+                // A failure wave recorded stays one, whatever the workload's status says now.
+                State::Complete | State::Paused => marker.failed.clone(),
+                State::Failed(why) => Some(why),
+            }
+        } else {
+            // Taken elsewhere since (an undo, a hand edit): only a recorded failure still counts.
+            marker.failed.clone()
+        };
+        let Some(why) = state else { continue };
+        let released = w.annotations.get(names::HALT_RELEASED) == Some(&marker.hash);
+        if !released {
+            // A marker is metadata its workload's owner can write, so a failure halts only versions of
+            // config in the workload's own namespace: nobody halts another namespace's rollouts
+            // (`docs/security.md`).
+            let own = |v: &Version| v.key().is_some_and(|k| k.namespace == w.id.namespace);
+            for version in marker.delivers().into_iter().filter(own) {
+                c.halts.entry(version.clone()).or_insert_with(|| Halt {
+                    version,
+                    failed: w.id.clone(),
+                    why: why.clone(),
+                });
             }
         }
+        c.failed.insert(w.id.clone(), why);
     }
     c
+}
+
+/// The failure of `w`'s current wave rollout that its marker does not record yet, and the patch that
+/// records it (guarded by its resourceVersion). Recorded, a halt outlives an undo or a fix by hand.
+pub fn unrecorded_failure(
+    w: &Workload,
+    default_deadline: Duration,
+    now: Timestamp,
+) -> Option<serde_json::Value> {
+    let mut marker = Marker::read(w).filter(|m| m.failed.is_none())?;
+    if w.current_hash() != Some(marker.hash.as_str()) {
+        return None;
+    }
+    let State::Failed(why) = rollout_state(w, default_deadline, now) else {
+        return None;
+    };
+    marker.failed = Some(why);
+    Some(serde_json::json!({"metadata": {
+        "resourceVersion": w.resource_version,
+        "annotations": {(names::ROLLOUT): marker.render()},
+    }}))
 }
 
 /// What the pacer says about one rollout.
@@ -290,13 +321,6 @@ pub enum Admission {
         waiting: usize,
         /// Rollouts in progress.
         rolling: usize,
-    },
-    /// The rollout would deliver a config version that failed elsewhere.
-    Halted {
-        /// The halt.
-        halt: Halt,
-        /// Whether this halt just started holding the workload (so it is told once).
-        first: bool,
     },
 }
 
@@ -372,25 +396,18 @@ impl Pacer {
         (c, changes)
     }
 
-    /// Decides one rollout of `id` to `hash`, delivering `triggers`. `Go` admits it at once (the slot
-    /// is taken before the write, so concurrent decisions never over-admit).
-    pub fn decide(
-        &mut self,
-        id: &WorkloadRef,
-        hash: &str,
-        priority: i64,
-        census: &Census,
-        triggers: &[Version],
-    ) -> Admission {
-        if let Some(halt) = census.halt_for(triggers).filter(|h| &h.failed != id) {
-            self.waiting.remove(id);
-            self.admitted.remove(id);
-            let first = self.halted.insert(id.clone(), halt.version.clone()).as_ref() != Some(&halt.version);
-            return Admission::Halted {
-                halt: halt.clone(),
-                first,
-            };
-        }
+    /// Notes that a halt holds `id` back (`decide::Hold::Halted`); whether that is new for this halt
+    /// (so it is told once). It leaves the line meanwhile.
+    pub fn hold(&mut self, id: &WorkloadRef, halt: &Halt) -> bool {
+        self.waiting.remove(id);
+        self.admitted.remove(id);
+        self.halted.insert(id.clone(), halt.version.clone()).as_ref() != Some(&halt.version)
+    }
+
+    /// Decides one rollout of `id` to `hash` that may roll (`decide::Verdict::Roll`): a slot now, or
+    /// a place in line. `Go` admits it at once (the slot is taken before the write, so concurrent
+    /// decisions never over-admit).
+    pub fn decide(&mut self, id: &WorkloadRef, hash: &str, priority: i64, census: &Census) -> Admission {
         self.halted.remove(id);
         if self.admitted.contains_key(id) || census.rolling.contains(id) {
             // Already rolling: a newer change replaces the rollout in its slot.
@@ -603,8 +620,7 @@ mod tests {
     fn at_most_the_limit_rolls_and_the_rest_wait_first_come_first_served() {
         let mut p = Pacer::new(2);
         let c = Census::default();
-        let t = [v("ConfigMap/ns/cm", "2")];
-        assert_eq!(p.decide(&id("a"), "h", 0, &c, &t), Admission::Go);
+        assert_eq!(p.decide(&id("a"), "h", 0, &c), Admission::Go);
         let (c, _) = p.census([], |_| None::<&Workload>, DEFAULT_ROLLOUT_DEADLINE, now());
         assert!(
             c.rolling.is_empty(),
@@ -612,11 +628,11 @@ mod tests {
         );
         let mut c = Census::default();
         for name in ["a", "b"] {
-            assert_eq!(p.decide(&id(name), "h", 0, &c, &t), Admission::Go);
+            assert_eq!(p.decide(&id(name), "h", 0, &c), Admission::Go);
             c.rolling.insert(id(name));
         }
         assert_eq!(
-            p.decide(&id("c"), "h", 0, &c, &t),
+            p.decide(&id("c"), "h", 0, &c),
             Admission::Queued {
                 first: true,
                 position: 1,
@@ -625,7 +641,7 @@ mod tests {
             }
         );
         assert_eq!(
-            p.decide(&id("d"), "h", 0, &c, &t),
+            p.decide(&id("d"), "h", 0, &c),
             Admission::Queued {
                 first: true,
                 position: 2,
@@ -634,7 +650,7 @@ mod tests {
             }
         );
         assert_eq!(
-            p.decide(&id("c"), "h", 0, &c, &t),
+            p.decide(&id("c"), "h", 0, &c),
             Admission::Queued {
                 first: false,
                 position: 1,
@@ -646,7 +662,7 @@ mod tests {
         c.rolling.remove(&id("a"));
         assert_eq!(p.due(&c), [id("c")]);
         assert_eq!(
-            p.decide(&id("d"), "h", 0, &c, &t),
+            p.decide(&id("d"), "h", 0, &c),
             Admission::Queued {
                 first: false,
                 position: 2,
@@ -655,9 +671,9 @@ mod tests {
             },
             "the free slot is c's"
         );
-        assert_eq!(p.decide(&id("c"), "h", 0, &c, &t), Admission::Go);
+        assert_eq!(p.decide(&id("c"), "h", 0, &c), Admission::Go);
         assert_eq!(
-            p.decide(&id("b"), "h2", 0, &c, &t),
+            p.decide(&id("b"), "h2", 0, &c),
             Admission::Go,
             "a rolling workload keeps its slot"
         );
@@ -668,10 +684,9 @@ mod tests {
         let mut p = Pacer::new(1);
         let mut c = Census::default();
         c.rolling.insert(id("busy"));
-        let t = [v("ConfigMap/ns/cm", "2")];
         for (name, prio) in [("low", 0), ("high", 5), ("broken", 0)] {
             assert!(matches!(
-                p.decide(&id(name), "h", prio, &c, &t),
+                p.decide(&id(name), "h", prio, &c),
                 Admission::Queued { .. }
             ));
         }
@@ -681,31 +696,61 @@ mod tests {
     }
 
     #[test]
-    fn a_halted_version_rolls_nowhere_else_and_a_new_version_rolls_again() {
+    fn a_held_workload_is_told_once_per_halt_and_the_end_of_a_halt_is_reported() {
         let mut p = Pacer::new(5);
         let ws = [rolled("failed", "h", "bad", failed())];
         let lookup = |i: &WorkloadRef| ws.iter().find(|w| &w.id == i);
         let (c, changes) = p.census(&ws, lookup, DEFAULT_ROLLOUT_DEADLINE, now());
         assert_eq!(changes.new.len(), 1);
-        let bad = [v("ConfigMap/ns/cm", "bad")];
-        let Admission::Halted { halt, first: true } = p.decide(&id("other"), "h", 0, &c, &bad) else {
-            panic!("the bad version must not roll");
-        };
+        let halt = c.halt_for(&[v("ConfigMap/ns/cm", "bad")]).unwrap().clone();
         assert_eq!(halt.failed, id("failed"));
-        assert!(
-            matches!(
-                p.decide(&id("other"), "h", 0, &c, &bad),
-                Admission::Halted { first: false, .. }
-            ),
-            "told once"
-        );
+        assert!(p.hold(&id("other"), &halt));
+        assert!(!p.hold(&id("other"), &halt), "told once");
         assert_eq!(p.counts(), (0, 1));
-        let good = [v("ConfigMap/ns/cm", "good")];
-        assert_eq!(p.decide(&id("other"), "h2", 0, &c, &good), Admission::Go);
+        assert_eq!(p.decide(&id("other"), "h2", 0, &c), Admission::Go);
+        assert_eq!(p.counts(), (0, 0), "a workload that may roll is no longer held");
         let (_, changes) = p.census(&ws, lookup, DEFAULT_ROLLOUT_DEADLINE, now());
         assert_eq!(changes, HaltChanges::default(), "a halt is reported once");
         let (_, changes) = p.census([], lookup, DEFAULT_ROLLOUT_DEADLINE, now());
         assert!(changes.ended);
+    }
+
+    #[test]
+    fn a_recorded_failure_halts_after_an_undo_or_a_fix_by_hand_until_resumed() {
+        let w = rolled("failed", "h", "bad", failed());
+        let patch = unrecorded_failure(&w, DEFAULT_ROLLOUT_DEADLINE, now()).expect("a failure to record");
+        let mut recorded = w.clone();
+        let marker = patch["metadata"]["annotations"][names::ROLLOUT].as_str().unwrap();
+        recorded.annotations.insert(names::ROLLOUT.into(), marker.into());
+        assert_eq!(
+            unrecorded_failure(&recorded, DEFAULT_ROLLOUT_DEADLINE, now()),
+            None,
+            "recorded once"
+        );
+        let bad = [v("ConfigMap/ns/cm", "bad")];
+        let mut undone = recorded.clone();
+        undone.template.edit(|t| t.metadata = None);
+        let mut fixed = rolled("failed", "h", "bad", done());
+        fixed.annotations.insert(names::ROLLOUT.into(), marker.into());
+        for w in [&undone, &fixed] {
+            let c = census([w], DEFAULT_ROLLOUT_DEADLINE, now());
+            assert!(c.halt_for(&bad).is_some(), "{:?}", w.progress);
+        }
+        undone.annotations.insert(names::HALT_RELEASED.into(), "h".into());
+        let c = census([&undone], DEFAULT_ROLLOUT_DEADLINE, now());
+        assert!(c.halt_for(&bad).is_none(), "released by wave resume");
+        assert_eq!(
+            unrecorded_failure(&rolled("ok", "h", "bad", done()), DEFAULT_ROLLOUT_DEADLINE, now()),
+            None
+        );
+    }
+
+    #[test]
+    fn a_paused_deployment_holds_no_slot() {
+        let mut w = rolled("a", "h", "v", rolling());
+        w.progress.paused = true;
+        let c = census([&w], DEFAULT_ROLLOUT_DEADLINE, now());
+        assert!(c.rolling.is_empty() && c.failed.is_empty());
     }
 
     #[test]

@@ -95,6 +95,9 @@ pub enum State {
     Complete,
     /// Still rolling.
     Progressing,
+    /// A paused Deployment: it does not roll until someone resumes it, and Kubernetes does not count
+    /// its progress deadline meanwhile. It holds no pacing slot, or a pause would stop the line for good.
+    Paused,
     /// Failed: why, in words.
     Failed(String),
 }
@@ -134,6 +137,9 @@ pub fn state(
     };
     if !progressing {
         return State::Complete;
+    }
+    if p.paused {
+        return State::Paused;
     }
     let overdue = kind != WorkloadKind::DEPLOYMENT
         && started.is_some_and(|at| now.duration_since(at).as_secs_f64() > deadline.as_secs_f64());

@@ -1,0 +1,399 @@
+//! The one decision whether a config change may roll a workload now, and if not, why and until when.
+//!
+//! ```text
+//! plan::plan says: write a new hash that rolls the workload (a rollout)
+//!   ─► Facts (what the caller could read: the template's hash, the hashes it carried, the config
+//!      versions the rollout delivers, flapping objects, its coalescing interval, the halts)
+//!   ─► decide ─► Undo(pin)      the template went back to an earlier hash: pin it (or restore)
+//!               Hold(why)      halted / flapping / coalesced: keep the current hash
+//!               Roll           may roll: with pacing, the line gives it a slot (`pace::Pacer`)
+//! ```
+//!
+//! The controller, the webhook (on UPDATE) and `wave explain` all call [`decide`]; they differ only in
+//! what they can read (the webhook and `explain` know nothing of coalescing, say). The order is the
+//! rule: a user's undo first (wave never fights it), then a halt (a version that failed reaches no
+//! further workload, whatever else holds it), then flapping, then coalescing, and only a rollout that
+//! may roll now asks pacing for a slot.
+//!
+//! What a rollout *delivers* is the config versions that differ from the ones the workload last rolled.
+//! A flapping object holds only the rollouts it causes: a real change to another object rolls (the pods
+//! then read every object's current value, so the flapping one's too; its final value rolls once more
+//! when it settles if it changed since). When the last rolled versions are not known (after a restart,
+//! without a rollout marker), every referenced version counts as delivered, as pacing already assumes
+//! for a first rollout.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::pace::{Halt, Version};
+use crate::refs::ConfigKey;
+use crate::undo::{self, Pin};
+use crate::workload::WorkloadRef;
+
+/// What the caller could read about one rollout: a new hash for a workload that has one.
+#[derive(Clone, Debug)]
+pub struct Facts<'a> {
+    /// The workload.
+    pub id: &'a WorkloadRef,
+    /// The hash its template carries now.
+    pub current: Option<&'a str>,
+    /// The hash of its config now: what the rollout would write.
+    pub desired: &'a str,
+    /// Fingerprints (`undo::fingerprint`) of the hashes it carried, oldest first; empty when unknown.
+    pub carried: &'a [u64],
+    /// The config versions the rollout delivers (see the module docs).
+    pub delivers: &'a [Version],
+    /// Referenced objects that flap now, and when each would settle.
+    pub flapping: &'a [(ConfigKey, Instant)],
+    /// How long its minimum interval since its last rollout still runs, if it does.
+    pub coalesce: Option<Duration>,
+    /// The halted config versions.
+    pub halts: &'a BTreeMap<Version, Halt>,
+    /// Now.
+    pub now: Instant,
+}
+
+/// The decision for one rollout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Someone took the template back to an earlier hash (an undo): write no hash; pin it there (or
+    /// restore that config: [`undo_action`]).
+    Undo(Pin),
+    /// Keep the current hash, for this reason.
+    Hold(Hold),
+    /// It may roll now (with pacing, once the line gives it a slot).
+    Roll,
+}
+
+/// Why a rollout waits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// It would deliver a config version that failed on another workload: until a new change or
+    /// `wave resume`.
+    Halted(Halt),
+    /// An object whose change it delivers flaps: until that object has been quiet long enough.
+    Flapping {
+        /// The object (the one that settles last).
+        object: ConfigKey,
+        /// When it settles.
+        until: Instant,
+    },
+    /// It rolled less than its minimum interval ago: roll, with the final hash, after this long.
+    Coalesced(Duration),
+}
+
+impl Hold {
+    /// When to look again by itself; `None` when only an event ends it (a halt).
+    pub fn recheck(&self, now: Instant) -> Option<Duration> {
+        match self {
+            Hold::Halted(_) => None,
+            Hold::Flapping { until, .. } => Some(until.saturating_duration_since(now)),
+            Hold::Coalesced(wait) => Some(*wait),
+        }
+    }
+
+    /// The reason in words, for `wave explain` and logs.
+    pub fn describe(&self) -> String {
+        match self {
+            Hold::Halted(halt) => format!("halted: {}", halt.describe()),
+            Hold::Flapping { object, .. } => format!("held: {object} is flapping"),
+            Hold::Coalesced(wait) => format!("coalesced: it rolled less than its minimum interval ago; rolls in {wait:?}"),
+        }
+    }
+}
+
+/// Decides one rollout; see the module docs for the order.
+pub fn decide(f: &Facts<'_>) -> Verdict {
+    if let Some(pin) = undo::detect(f.current, f.desired, f.carried) {
+        return Verdict::Undo(pin);
+    }
+    // A workload is not held by its own failure: a new version is its fix (`pace`).
+    if let Some(halt) = f
+        .delivers
+        .iter()
+        .find_map(|v| f.halts.get(v))
+        .filter(|h| &h.failed != f.id)
+    {
+        return Verdict::Hold(Hold::Halted(halt.clone()));
+    }
+    let delivered = |key: &ConfigKey| {
+        let name = crate::pace::object_name(key);
+        f.delivers.iter().any(|v| v.object == name)
+    };
+    if let Some((object, until)) = f
+        .flapping
+        .iter()
+        .filter(|(key, until)| *until > f.now && delivered(key))
+        .max_by_key(|(_, until)| *until)
+    {
+        return Verdict::Hold(Hold::Flapping {
+            object: object.clone(),
+            until: *until,
+        });
+    }
+    if let Some(wait) = f.coalesce.filter(|w| !w.is_zero()) {
+        return Verdict::Hold(Hold::Coalesced(wait));
+    }
+    Verdict::Roll
+}
+
+/// The config versions a workload last rolled, as fingerprints (16 bytes an object: kept in memory for
+/// every workload, so it must stay small). Noted when wave writes a hash and when it finds the hash
+/// current; forgotten on a restart, when a rollout marker (pacing) or nothing stands in for it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rolled(Box<[(u64, u64)]>);
+
+impl Rolled {
+    /// The fingerprints of `versions` (object name → digest, `pace::versions`).
+    pub fn of(versions: &BTreeMap<String, String>) -> Self {
+        let mut all: Vec<(u64, u64)> = versions
+            .iter()
+            .map(|(object, digest)| (undo::fingerprint(object), undo::fingerprint(digest)))
+            .collect();
+        all.sort_unstable();
+        Self(all.into())
+    }
+
+    fn contains(&self, object: &str, digest: &str) -> bool {
+        self.0
+            .binary_search(&(undo::fingerprint(object), undo::fingerprint(digest)))
+            .is_ok()
+    }
+}
+
+/// What the workload last rolled, as far as the caller knows.
+#[derive(Clone, Copy, Debug)]
+pub enum Previous<'a> {
+    /// Its rollout marker names the hash it carries: the versions in it.
+    Marker(&'a BTreeMap<String, String>),
+    /// Noted in memory by this process.
+    Rolled(&'a Rolled),
+    /// Not known: every version counts as delivered.
+    Unknown,
+}
+
+/// The config versions a rollout to `versions` delivers: those that differ from what it last rolled.
+pub fn delivers(versions: &BTreeMap<String, String>, previous: Previous<'_>) -> Vec<Version> {
+    versions
+        .iter()
+        .filter(|(object, digest)| match previous {
+            Previous::Marker(config) => config.get(*object) != Some(*digest),
+            Previous::Rolled(rolled) => !rolled.contains(object, digest),
+            Previous::Unknown => true,
+        })
+        .map(|(object, digest)| Version {
+            object: object.clone(),
+            digest: digest.clone(),
+        })
+        .collect()
+}
+
+/// What an undo does: restore the config the template went back to, or pin the template there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UndoAction {
+    /// Restore that config from its snapshot (`undo: restore-config`), then the template is current.
+    Restore,
+    /// Pin the template; with restore-config on, say why it was not restored.
+    Pin {
+        /// Why a restore was refused (none when restore-config is off).
+        refused: Option<String>,
+    },
+}
+
+/// Whether an undo restores config: only with `restore-config`, and only when the config it would
+/// overwrite is a version the workload has run (so it has a snapshot, and the user undid a rollout of
+/// it). A version written after the last rollout (held by coalescing, a halt, pacing) has never run
+/// anywhere and has no snapshot: overwriting it would lose it for good, so the undo pins instead.
+pub fn undo_action(pin: &Pin, restores_config: bool, carried: &[u64]) -> UndoAction {
+    if !restores_config {
+        return UndoAction::Pin { refused: None };
+    }
+    if carried.contains(&undo::fingerprint(&pin.config)) {
+        UndoAction::Restore
+    } else {
+        UndoAction::Pin {
+            refused: Some(format!(
+                "the current config (hash {}) was written after the last rollout and never ran on this workload, so it has no snapshot, and restoring would lose it",
+                pin.config
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+// The tests need one real `Instant` to count from; the code under test never reads the clock.
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+    use crate::refs::ConfigKind;
+    use crate::workload::WorkloadKind;
+
+    fn id(name: &str) -> WorkloadRef {
+        WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", name)
+    }
+
+    fn v(name: &str, digest: &str) -> Version {
+        Version {
+            object: format!("ConfigMap/ns/{name}"),
+            digest: digest.into(),
+        }
+    }
+
+    fn key(name: &str) -> ConfigKey {
+        ConfigKey::new(ConfigKind::ConfigMap, "ns", name)
+    }
+
+    struct Case {
+        id: WorkloadRef,
+        carried: Vec<u64>,
+        delivers: Vec<Version>,
+        flapping: Vec<(ConfigKey, Instant)>,
+        coalesce: Option<Duration>,
+        halts: BTreeMap<Version, Halt>,
+        now: Instant,
+    }
+
+    impl Case {
+        fn new() -> Self {
+            Self {
+                id: id("w"),
+                carried: vec![undo::fingerprint("h1")],
+                delivers: vec![v("a", "2")],
+                flapping: Vec::new(),
+                coalesce: None,
+                halts: BTreeMap::new(),
+                now: Instant::now(),
+            }
+        }
+
+        fn decide(&self, current: &str, desired: &str) -> Verdict {
+            decide(&Facts {
+                id: &self.id,
+                current: Some(current),
+                desired,
+                carried: &self.carried,
+                delivers: &self.delivers,
+                flapping: &self.flapping,
+                coalesce: self.coalesce,
+                halts: &self.halts,
+                now: self.now,
+            })
+        }
+
+        fn halt(&mut self, version: Version, failed: &str) {
+            self.halts.insert(
+                version.clone(),
+                Halt {
+                    version,
+                    failed: id(failed),
+                    why: "ProgressDeadlineExceeded".into(),
+                },
+            );
+        }
+    }
+
+    #[test]
+    fn a_change_nothing_holds_rolls() {
+        assert_eq!(Case::new().decide("h1", "h2"), Verdict::Roll);
+    }
+
+    #[test]
+    fn a_flapping_object_holds_only_the_rollouts_that_deliver_its_change() {
+        let mut c = Case::new();
+        let until = c.now + Duration::from_secs(60);
+        c.flapping = vec![(key("b"), until)];
+        assert_eq!(c.decide("h1", "h2"), Verdict::Roll, "a change to a, while b flaps");
+        c.delivers.push(v("b", "9"));
+        assert_eq!(
+            c.decide("h1", "h2"),
+            Verdict::Hold(Hold::Flapping {
+                object: key("b"),
+                until
+            })
+        );
+        c.flapping = vec![(key("b"), c.now)];
+        assert_eq!(c.decide("h1", "h2"), Verdict::Roll, "settled");
+    }
+
+    #[test]
+    fn a_halted_version_holds_every_workload_but_the_one_that_failed_with_it() {
+        let mut c = Case::new();
+        c.halt(v("a", "2"), "other");
+        c.flapping = vec![(key("a"), c.now + Duration::from_secs(60))];
+        c.coalesce = Some(Duration::from_secs(5));
+        assert!(
+            matches!(c.decide("h1", "h2"), Verdict::Hold(Hold::Halted(h)) if h.failed == id("other")),
+            "the halt comes before flapping and coalescing"
+        );
+        c.halts.clear();
+        c.halt(v("a", "2"), "w");
+        assert!(!matches!(c.decide("h1", "h2"), Verdict::Hold(Hold::Halted(_))));
+        c.halts.clear();
+        c.halt(v("a", "1"), "other");
+        assert!(
+            !matches!(c.decide("h1", "h2"), Verdict::Hold(Hold::Halted(_))),
+            "a new version of the object is not halted"
+        );
+    }
+
+    #[test]
+    fn a_workload_inside_its_interval_is_coalesced() {
+        let mut c = Case::new();
+        c.coalesce = Some(Duration::from_secs(3));
+        assert_eq!(
+            c.decide("h1", "h2"),
+            Verdict::Hold(Hold::Coalesced(Duration::from_secs(3)))
+        );
+    }
+
+    #[test]
+    fn an_undo_comes_before_every_hold() {
+        let mut c = Case::new();
+        c.carried = ["h1", "h2"].map(undo::fingerprint).into();
+        c.halt(v("a", "2"), "other");
+        c.coalesce = Some(Duration::from_secs(3));
+        assert_eq!(
+            c.decide("h1", "h2"),
+            Verdict::Undo(Pin {
+                hash: "h1".into(),
+                config: "h2".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_rollout_delivers_the_versions_that_differ_from_what_the_workload_last_rolled() {
+        let before = BTreeMap::from([
+            ("ConfigMap/ns/a".to_string(), "1".to_string()),
+            ("ConfigMap/ns/b".to_string(), "1".to_string()),
+        ]);
+        let mut now = before.clone();
+        now.insert("ConfigMap/ns/b".into(), "2".into());
+        now.insert("ConfigMap/ns/c".into(), "1".into());
+        let objects = |p| -> Vec<String> { delivers(&now, p).into_iter().map(|v| v.object).collect() };
+        let changed = ["ConfigMap/ns/b", "ConfigMap/ns/c"];
+        assert_eq!(objects(Previous::Marker(&before)), changed);
+        let rolled = Rolled::of(&before);
+        assert_eq!(objects(Previous::Rolled(&rolled)), changed);
+        assert_eq!(objects(Previous::Unknown).len(), 3);
+    }
+
+    #[test]
+    fn an_undo_restores_only_config_the_workload_has_run() {
+        let pin = Pin {
+            hash: "h1".into(),
+            config: "h3".into(),
+        };
+        assert_eq!(
+            undo_action(&pin, false, &[]),
+            UndoAction::Pin { refused: None }
+        );
+        let ran = ["h1", "h3"].map(undo::fingerprint);
+        assert_eq!(undo_action(&pin, true, &ran), UndoAction::Restore);
+        let never_ran = ["h1", "h2"].map(undo::fingerprint);
+        let UndoAction::Pin { refused: Some(why) } = undo_action(&pin, true, &never_ran) else {
+            panic!("a version that never ran is not overwritten");
+        };
+        assert!(why.contains("h3") && why.contains("never ran"), "{why}");
+    }
+}
