@@ -69,6 +69,36 @@ pub fn decide(
     }
 }
 
+/// On UPDATE, gives the admitted template the config hash the stored object carries when the update
+/// dropped it (a `helm upgrade` or `kubectl apply` renders the template without wave's annotation):
+/// a dropped hash is not a config change. Returns the hash carried over, if any.
+pub fn carry_hash(workload: &mut Workload, stored: Option<&str>) -> Option<String> {
+    let stored = stored?;
+    if workload.current_hash().is_some() {
+        return None;
+    }
+    workload.template.set_annotation(names::CONFIG_HASH, stored);
+    Some(stored.to_string())
+}
+
+/// The mutation on UPDATE once the rollout decision (`decide`) is known: the controller's holds apply
+/// to the webhook too. A rollout that may not roll now keeps the hash the object had (`carried` puts
+/// back one the update dropped); the controller rolls it when it may.
+pub fn on_update(mutation: Mutation, may_roll: bool, carried: Option<String>) -> Mutation {
+    match mutation {
+        Mutation::SetHash(_) if !may_roll => carried.map_or(Mutation::None, Mutation::SetHash),
+        Mutation::None => carried.map_or(Mutation::None, Mutation::SetHash),
+        other => other,
+    }
+}
+
+/// The operation that writes the rollout marker (`pace::Marker`) with a rollout the webhook admits
+/// while pacing is on, so that pacing counts it. Opted-in workloads always carry annotations.
+pub fn marker_op(marker: &str) -> Value {
+    let path = format!("/metadata/annotations/{}", escape(names::ROLLOUT));
+    json!({"op": "add", "path": path, "value": marker})
+}
+
 /// `~` and `/` escaped for a JSON pointer (RFC 6901).
 fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
@@ -113,6 +143,43 @@ pub fn patch_ops(workload: &Workload, mutation: &Mutation, now: &str) -> Vec<Val
             let path = format!("/metadata/annotations/{}", escape(names::GATED_AT));
             vec![gate_op, json!({"op": "add", "path": path, "value": now})]
         }
+    }
+}
+
+#[cfg(test)]
+mod update_tests {
+    use super::*;
+    use crate::workload::testing::deployment;
+
+    #[test]
+    fn an_update_that_drops_the_hash_gets_the_stored_one_back() {
+        let mut w = deployment("ns", "w", &[], json!({"containers": []}));
+        assert_eq!(carry_hash(&mut w, Some("h1")), Some("h1".into()));
+        assert_eq!(w.current_hash(), Some("h1"));
+        assert_eq!(
+            carry_hash(&mut w, Some("h0")),
+            None,
+            "a template with a hash keeps its own"
+        );
+        assert_eq!(carry_hash(&mut w, None), None);
+    }
+
+    #[test]
+    fn a_held_rollout_keeps_the_hash_the_object_had() {
+        let set = || Mutation::SetHash("h2".into());
+        assert_eq!(on_update(set(), true, Some("h1".into())), set());
+        assert_eq!(
+            on_update(set(), false, Some("h1".into())),
+            Mutation::SetHash("h1".into()),
+            "the dropped hash is put back, not the held one"
+        );
+        assert_eq!(on_update(set(), false, None), Mutation::None);
+        assert_eq!(
+            on_update(Mutation::None, true, Some("h1".into())),
+            Mutation::SetHash("h1".into())
+        );
+        let op = marker_op("{}");
+        assert_eq!(op["path"], "/metadata/annotations/wave.pusher.com~1rollout");
     }
 }
 

@@ -37,8 +37,9 @@ pub struct Facts<'a> {
     pub id: &'a WorkloadRef,
     /// The hash its template carries now.
     pub current: Option<&'a str>,
-    /// The hash of its config now: what the rollout would write.
-    pub desired: &'a str,
+    /// The hash of its config now: what the rollout would write (none for a Reloader-style reload,
+    /// which writes no hash and so cannot be an undo).
+    pub desired: Option<&'a str>,
     /// Fingerprints (`undo::fingerprint`) of the hashes it carried, oldest first; empty when unknown.
     pub carried: &'a [u64],
     /// The config versions the rollout delivers (see the module docs).
@@ -97,14 +98,16 @@ impl Hold {
         match self {
             Hold::Halted(halt) => format!("halted: {}", halt.describe()),
             Hold::Flapping { object, .. } => format!("held: {object} is flapping"),
-            Hold::Coalesced(wait) => format!("coalesced: it rolled less than its minimum interval ago; rolls in {wait:?}"),
+            Hold::Coalesced(wait) => {
+                format!("coalesced: it rolled less than its minimum interval ago; rolls in {wait:?}")
+            }
         }
     }
 }
 
 /// Decides one rollout; see the module docs for the order.
 pub fn decide(f: &Facts<'_>) -> Verdict {
-    if let Some(pin) = undo::detect(f.current, f.desired, f.carried) {
+    if let Some(pin) = f.desired.and_then(|d| undo::detect(f.current, d, f.carried)) {
         return Verdict::Undo(pin);
     }
     // A workload is not held by its own failure: a new version is its fix (`pace`).
@@ -270,7 +273,7 @@ mod tests {
             decide(&Facts {
                 id: &self.id,
                 current: Some(current),
-                desired,
+                desired: Some(desired),
                 carried: &self.carried,
                 delivers: &self.delivers,
                 flapping: &self.flapping,
@@ -302,7 +305,11 @@ mod tests {
         let mut c = Case::new();
         let until = c.now + Duration::from_secs(60);
         c.flapping = vec![(key("b"), until)];
-        assert_eq!(c.decide("h1", "h2"), Verdict::Roll, "a change to a, while b flaps");
+        assert_eq!(
+            c.decide("h1", "h2"),
+            Verdict::Roll,
+            "a change to a, while b flaps"
+        );
         c.delivers.push(v("b", "9"));
         assert_eq!(
             c.decide("h1", "h2"),
@@ -384,10 +391,7 @@ mod tests {
             hash: "h1".into(),
             config: "h3".into(),
         };
-        assert_eq!(
-            undo_action(&pin, false, &[]),
-            UndoAction::Pin { refused: None }
-        );
+        assert_eq!(undo_action(&pin, false, &[]), UndoAction::Pin { refused: None });
         let ran = ["h1", "h3"].map(undo::fingerprint);
         assert_eq!(undo_action(&pin, true, &ran), UndoAction::Restore);
         let never_ran = ["h1", "h2"].map(undo::fingerprint);

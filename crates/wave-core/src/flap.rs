@@ -5,7 +5,8 @@
 //! ```text
 //! observe(object, now)    a change of a referenced object ─► Started the first time it crosses the
 //!                         threshold (one Warning per episode), else Counted
-//! held_until(objects, now) while one of a workload's objects flaps: until when its rollout waits
+//! flapping(objects, now)  which of a workload's objects flap, and until when (`decide` holds only the
+//!                         rollouts that deliver their change)
 //! hold(object, workload)  true the first time a workload is held back in an episode (one Warning each)
 //! settle(now)             episodes whose quiet period is over: the objects, and the workloads they held
 //! ```
@@ -126,12 +127,8 @@ impl<K: Eq + Hash + Clone + Ord, W: Ord + Clone> FlapDetector<K, W> {
         Observed::Started
     }
 
-    /// If any of `objects` flaps at `now`: the one that settles last, and when.
-    pub fn held_until<'a>(
-        &self,
-        objects: impl IntoIterator<Item = &'a K>,
-        now: Instant,
-    ) -> Option<(K, Instant)>
+    /// Those of `objects` that flap at `now`, each with when it settles (`decide::Facts::flapping`).
+    pub fn flapping<'a>(&self, objects: impl IntoIterator<Item = &'a K>, now: Instant) -> Vec<(K, Instant)>
     where
         K: 'a,
     {
@@ -141,7 +138,7 @@ impl<K: Eq + Hash + Clone + Ord, W: Ord + Clone> FlapDetector<K, W> {
                 let until = self.flapping.get(k)?.last_change + self.policy.quiet;
                 (until > now).then(|| (k.clone(), until))
             })
-            .max_by_key(|(_, until)| *until)
+            .collect()
     }
 
     /// Notes that `object` holds `workload` back; whether that is new in this episode.
@@ -239,16 +236,13 @@ mod tests {
         for s in 0..=5 {
             d.observe(&"cm", secs(t0, s));
         }
-        assert_eq!(
-            d.held_until([&"cm", &"other"], secs(t0, 6)),
-            Some(("cm", secs(t0, 15)))
-        );
+        assert_eq!(d.flapping([&"cm", &"other"], secs(t0, 6)), [("cm", secs(t0, 15))]);
         assert!(d.hold(&"cm", &"web"), "the first hold of a workload is new");
         assert!(!d.hold(&"cm", &"web"), "and only the first");
         d.observe(&"cm", secs(t0, 12));
         assert_eq!(
-            d.held_until([&"cm"], secs(t0, 16)),
-            Some(("cm", secs(t0, 22))),
+            d.flapping([&"cm"], secs(t0, 16)),
+            [("cm", secs(t0, 22))],
             "each change restarts the quiet period"
         );
         assert!(d.settle(secs(t0, 21)).is_empty());
@@ -261,7 +255,7 @@ mod tests {
                 held: BTreeSet::from(["web"])
             }]
         );
-        assert_eq!(d.held_until([&"cm"], secs(t0, 22)), None);
+        assert!(d.flapping([&"cm"], secs(t0, 22)).is_empty());
         assert!(d.settle(secs(t0, 60)).is_empty(), "settled once");
     }
 
@@ -275,7 +269,7 @@ mod tests {
         for s in 0..1000 {
             assert_eq!(d.observe(&"cm", t0 + Duration::from_millis(s)), Observed::Counted);
         }
-        assert_eq!(d.held_until([&"cm"], t0), None);
+        assert!(d.flapping([&"cm"], t0).is_empty());
     }
 
     #[test]
@@ -287,6 +281,6 @@ mod tests {
         }
         d.forget(&"cm");
         assert_eq!(d.flapping_count(), 0);
-        assert_eq!(d.held_until([&"cm"], secs(t0, 6)), None);
+        assert!(d.flapping([&"cm"], secs(t0, 6)).is_empty());
     }
 }

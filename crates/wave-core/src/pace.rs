@@ -439,6 +439,14 @@ impl Pacer {
         }
     }
 
+    /// Whether `id` could roll now without a place in line: it is rolling already, or a slot is free
+    /// beyond the workloads waiting (the webhook's question: it cannot queue).
+    pub fn has_room(&self, id: &WorkloadRef, census: &Census) -> bool {
+        self.admitted.contains_key(id)
+            || census.rolling.contains(id)
+            || census.rolling.len() + self.waiting.len() < self.limit
+    }
+
     /// The waiting workloads in the order they roll: a workload whose last rollout failed first (a
     /// new version is its fix), then higher priority, then first come.
     fn line(&self, census: &Census) -> Vec<WorkloadRef> {

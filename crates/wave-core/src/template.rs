@@ -83,6 +83,20 @@ impl PodTemplate {
         &self.scheduling_gates
     }
 
+    /// Sets the template annotation `key` (the webhook puts back a config hash an update dropped).
+    pub fn set_annotation(&mut self, key: &str, value: &str) {
+        let mut spec = self.typed();
+        spec.metadata
+            .get_or_insert_with(Default::default)
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(key.to_string(), value.to_string());
+        // The JSON came from a valid template and gained one string: it encodes again.
+        if let Ok(changed) = Self::new(spec) {
+            *self = changed;
+        }
+    }
+
     /// Changes the template through its typed form (tests build their workloads this way).
     #[cfg(test)]
     pub(crate) fn edit(&mut self, change: impl FnOnce(&mut PodTemplateSpec)) {

@@ -181,8 +181,9 @@ pub struct Effects {
     pub enqueue: Vec<WorkloadRef>,
     /// Whether `enqueue` was caused by a config object change (for the latency metric).
     pub config_triggered: bool,
-    /// Referenced config objects that changed (created, updated or deleted) after the first list: what
-    /// the flap breaker counts.
+    /// Referenced config objects created or deleted after the first list: what the flap breaker counts
+    /// of this event. An update counts only if its data changed, which only its content tells (the
+    /// runtime's content cache); a metadata-only change (a label) counts for nothing.
     pub changed_configs: Vec<ConfigKey>,
     /// Config objects whose cached content is no longer needed.
     pub evict: Vec<ConfigKey>,
@@ -765,9 +766,10 @@ impl Tracker {
             }
         }
         let was_ignored = self.ignored.contains(&meta.key);
+        let created = !self.configs.contains_key(&meta.key);
         // An ignored object wakes nobody, except when it becomes ignored (it leaves the hash).
         if changed && !(meta.ignored && was_ignored) {
-            self.wake_dependents(&meta.key, fx);
+            self.wake_dependents(&meta.key, fx, created);
         }
         if meta.ignored {
             self.ignored.insert(meta.key.clone());
@@ -785,7 +787,7 @@ impl Tracker {
 
     fn delete_config(&mut self, key: &ConfigKey, fx: &mut Effects) {
         if self.configs.remove(key).is_some() {
-            self.wake_dependents(key, fx);
+            self.wake_dependents(key, fx, true);
         }
         self.set_owners(key, Vec::new());
         self.ignored.remove(key);
@@ -825,7 +827,8 @@ impl Tracker {
             .unwrap_or_default()
     }
 
-    fn wake_dependents(&self, key: &ConfigKey, fx: &mut Effects) {
+    /// Wakes the workloads that use `key`; `existence` when it was created or deleted (`Effects`).
+    fn wake_dependents(&self, key: &ConfigKey, fx: &mut Effects, existence: bool) {
         if !self.ready {
             return;
         }
@@ -843,7 +846,9 @@ impl Tracker {
         }
         if fx.enqueue.len() > before {
             fx.config_triggered = true;
-            fx.changed_configs.push(key.clone());
+            if existence {
+                fx.changed_configs.push(key.clone());
+            }
         }
     }
 
@@ -1262,10 +1267,9 @@ mod tests {
         let fx = t.apply(Change::Config(scope(CONFIGMAPS), Event::Apply(cm_meta("x", "2"))));
         assert_eq!(names_of(&fx), ["a"]);
         assert!(fx.config_triggered);
-        assert_eq!(
-            fx.changed_configs.len(),
-            1,
-            "the change is named for the flap breaker"
+        assert!(
+            fx.changed_configs.is_empty(),
+            "an update is counted by the flap breaker only if its data changed, which the content tells"
         );
     }
 

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
+use wave_core::decide::Rolled;
 use wave_core::history::RestoreInFlight;
 use wave_core::refs::{ConfigKey, References};
 use wave_core::tracker::{ObjectVersion, Tracker};
@@ -295,25 +296,37 @@ mod notes_tests {
 
 /// The last config hashes each workload carried while wave watched it (written by wave, or current and
 /// correct when wave looked), oldest first: what an undo goes back to (`wave_core::undo`). Eight per
-/// workload, as 8-byte fingerprints; forgotten when the workload is deleted.
+/// workload, as 8-byte fingerprints, with the config versions behind the last one
+/// (`wave_core::decide::Rolled`: what the next rollout delivers); forgotten when the workload is deleted.
 #[derive(Default)]
-pub struct KnownHashes(Mutex<HashMap<WorkloadRef, VecDeque<u64>>>);
+pub struct KnownHashes(Mutex<HashMap<WorkloadRef, Known>>);
+
+#[derive(Default)]
+struct Known {
+    hashes: VecDeque<u64>,
+    rolled: Option<Rolled>,
+}
 
 /// How many hashes are kept per workload.
 const KNOWN_HASHES: usize = 8;
 
 impl KnownHashes {
-    /// Notes that `id` carries `hash` (a repeat of the last one is not noted twice).
-    pub fn note(&self, id: &WorkloadRef, hash: &str) {
+    /// Notes that `id` carries `hash` (a repeat of the last one is not noted twice), and, when known,
+    /// the config versions behind it.
+    pub fn note(&self, id: &WorkloadRef, hash: &str, rolled: Option<Rolled>) {
         let at = wave_core::undo::fingerprint(hash);
         let mut all = lock(&self.0);
         let known = all.entry(id.clone()).or_default();
-        if known.back() != Some(&at) {
-            known.retain(|h| *h != at);
-            known.push_back(at);
-            if known.len() > KNOWN_HASHES {
-                known.pop_front();
+        if known.hashes.back() != Some(&at) {
+            known.hashes.retain(|h| *h != at);
+            known.hashes.push_back(at);
+            if known.hashes.len() > KNOWN_HASHES {
+                known.hashes.pop_front();
             }
+            known.rolled = None;
+        }
+        if rolled.is_some() {
+            known.rolled = rolled;
         }
     }
 
@@ -321,8 +334,13 @@ impl KnownHashes {
     pub fn of(&self, id: &WorkloadRef) -> Vec<u64> {
         let all = lock(&self.0);
         all.get(id)
-            .map(|k| k.iter().copied().collect())
+            .map(|k| k.hashes.iter().copied().collect())
             .unwrap_or_default()
+    }
+
+    /// The config versions behind `id`'s last known hash, if noted.
+    pub fn rolled(&self, id: &WorkloadRef) -> Option<Rolled> {
+        lock(&self.0).get(id).and_then(|k| k.rolled.clone())
     }
 
     /// Forgets `id`.

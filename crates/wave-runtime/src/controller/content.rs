@@ -17,6 +17,10 @@
 //! none). A LIST that fails only costs its GETs later. Secrets are never listed with their data: each
 //! referenced Secret is one GET, so the data of a Secret nobody references never reaches wave.
 //!
+//! A newer version whose data differs from the cached one is a *data change*, noted for the flap breaker
+//! ([`ContentCache::take_data_changes`]): a new resourceVersion alone may be a label or an annotation,
+//! which must neither trigger nor delay a rollout.
+//!
 //! Only objects some opted-in workload references are kept, so memory does not grow with Secrets
 //! nobody references. Entries are evicted when the index drops the last reference or the object is
 //! deleted. A GET that answers NotFound while the watch still lists the object means a delete is in
@@ -24,6 +28,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
 
 use kube::Client;
 use kube::api::ObjectMeta;
@@ -45,6 +50,8 @@ struct Entry {
 pub struct ContentCache {
     client: Client,
     entries: Mutex<HashMap<ConfigKey, Entry>>,
+    /// Objects whose data changed, and when that was read, not yet handed to the flap breaker.
+    data_changes: Mutex<Vec<(ConfigKey, Instant)>>,
     metrics: Metrics,
 }
 
@@ -54,6 +61,7 @@ impl ContentCache {
         Self {
             client,
             entries: Mutex::new(HashMap::new()),
+            data_changes: Mutex::new(Vec::new()),
             metrics,
         }
     }
@@ -179,9 +187,21 @@ impl ContentCache {
         }
         let version = ObjectVersion::of(&meta);
         let mut entries = self.entries();
+        let changed = entries
+            .get(&key)
+            .is_some_and(|old| old.version != version && old.content.as_ref() != content.as_ref());
+        if changed {
+            let mut changes = self.data_changes.lock().unwrap_or_else(|e| e.into_inner());
+            changes.push((key.clone(), Instant::now()));
+        }
         entries.insert(key, Entry { version, content });
         self.metrics.cached_config_objects.set(entries.len() as i64);
         true
+    }
+
+    /// The data changes read since the last call (see the module docs), oldest first.
+    pub fn take_data_changes(&self) -> Vec<(ConfigKey, Instant)> {
+        std::mem::take(&mut *self.data_changes.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Drops the cached content of `key`.

@@ -221,6 +221,18 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
         for key in &fx.evict {
             ctx.content.evict(key);
         }
+        let unreferenced: Vec<_> = {
+            let tracker = ctx.tracker();
+            fx.evict
+                .iter()
+                .filter(|k| !tracker.index().is_referenced(k))
+                .cloned()
+                .collect()
+        };
+        for key in &unreferenced {
+            // Nobody uses it any more: its flapping episode, if any, ends without a settle.
+            ctx.flaps().forget(key);
+        }
         for id in &fx.deleted {
             ctx.missing.forget(id);
             ctx.denied.forget(id);
@@ -233,10 +245,7 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
             ctx.reloader_seen().forget(id);
         }
         for key in &fx.changed_configs {
-            let observed = ctx.flaps().observe(key, seen);
-            if observed == Observed::Started {
-                flap_started(&ctx, key);
-            }
+            observe_change(&ctx, key, seen);
         }
         if fx.became_ready {
             tracing::info!(
@@ -267,6 +276,20 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
                 pacing::announce(&ctx, halts);
             }
         }
+    }
+}
+
+/// A referenced config object's data changed, or it was created or deleted: the flap breaker counts it.
+fn observe_change(ctx: &Context, key: &wave_core::refs::ConfigKey, at: Instant) {
+    if ctx.flaps().observe(key, at) == Observed::Started {
+        flap_started(ctx, key);
+    }
+}
+
+/// Hands the data changes the content cache read to the flap breaker (after every read of content).
+pub(crate) fn observe_data_changes(ctx: &Context) {
+    for (key, at) in ctx.content.take_data_changes() {
+        observe_change(ctx, &key, at);
     }
 }
 

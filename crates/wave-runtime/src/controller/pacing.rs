@@ -2,27 +2,31 @@
 //! "Halting a bad config").
 //!
 //! ```text
-//! reconcile: a rollout ─► admit: census (tracker) + triggers (marker vs content) ─► Pacer::decide
-//!     Go      ─► the write carries a new rollout marker
-//!     Queued  ─► Normal RolloutQueued once; nothing held (no worker, no token) until woken
-//!     Halted  ─► Warning RolloutHalted once per halt; woken when the halt ends
+//! reconcile: a rollout ─► halts: census (tracker) ─► wave_core::decide
+//!     Hold(Halted) ─► halted: Warning RolloutHalted once per halt; woken when the halt ends
+//!     Roll         ─► admit: Pacer::decide
+//!         Go      ─► the write carries a new rollout marker
+//!         Queued  ─► Normal RolloutQueued once; nothing held (no worker, no token) until woken
+//! reconcile: nothing to write, but its rollout failed ─► record_failure on its marker (the halt then
+//!     outlives an undo or a fix by hand)
 //! router: a workload progressed ─► progressed: census ─► new halts: Warning on the config object
 //!                                                     ─► wake the head of the line (free slots)
 //!                                                     ─► a halt ended: wake the workloads it held
 //! ```
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use wave_core::hash::Fetched;
 use wave_core::names::{action, reason};
-use wave_core::pace::{self, Admission, Census, HaltChanges, Marker};
+use wave_core::pace::{self, Admission, Census, Halt, HaltChanges, Marker};
 use wave_core::plan::Write;
-use wave_core::refs::References;
 use wave_core::workload::{Workload, WorkloadRef};
 
 use super::context::Context;
-use super::reconcile::Outcome;
+use super::reconcile::{Outcome, write_once};
+use crate::api::PatchStyle;
+use crate::error::ReconcileError;
 use crate::events::EventType;
 
 /// Adds the rollout marker to a write that sets a hash, while pacing is on: every rollout, paced or
@@ -30,34 +34,137 @@ use crate::events::EventType;
 pub fn mark(
     ctx: &Context,
     workload: &Workload,
-    refs: &References,
-    fetched: &Fetched,
+    versions: &BTreeMap<String, String>,
     write: &mut Write,
 ) -> Option<Marker> {
     let hash = write.hash.as_deref()?;
     if !ctx.pacer().is_on() {
         return None;
     }
-    let versions = pace::versions(refs, fetched, &ctx.hashing);
     let previous = Marker::read(workload);
-    let marker = Marker::next(hash, versions, previous.as_ref(), Timestamp::now());
+    let marker = Marker::next(hash, versions.clone(), previous.as_ref(), Timestamp::now());
     write.rollout = Some(marker.render());
     Some(marker)
 }
 
-/// Decides a config-triggered rollout under pacing, with the marker [`mark`] made for its write:
-/// `None` to write now, else why it waits.
+/// The halted config versions (none while pacing is off), from the census of the workloads.
+pub fn halts(ctx: &Context) -> BTreeMap<pace::Version, Halt> {
+    if !ctx.pacer().is_on() {
+        return BTreeMap::new();
+    }
+    let (census, changes, wake) = {
+        let tracker = ctx.tracker();
+        let mut pacer = ctx.pacer();
+        look(ctx, &tracker, &mut pacer)
+    };
+    for id in wake {
+        ctx.queue.add(id, None);
+    }
+    announce(ctx, changes);
+    census.halts
+}
+
+/// A halt holds `workload` back (`wave_core::decide`): one Warning per halt.
+pub fn halted(ctx: &Context, workload: &Workload, halt: &Halt) -> Outcome {
+    let first = {
+        let mut pacer = ctx.pacer();
+        let first = pacer.hold(&workload.id, halt);
+        let (waiting, halted) = pacer.counts();
+        ctx.metrics.rollouts_queued.set(waiting as i64);
+        ctx.metrics.rollouts_halted.set(halted as i64);
+        first
+    };
+    if first {
+        let note = format!(
+            "Halted: {}. This workload keeps its current config; a new change to the object resumes, or run `wave resume {}`.",
+            halt.describe(),
+            resume_target(&halt.version)
+        );
+        tracing::warn!(workload = %workload.id, halt = %halt.describe(), "rollout halted");
+        ctx.events.publish(
+            workload,
+            EventType::Warning,
+            reason::ROLLOUT_HALTED,
+            action::PACE_ROLLOUT,
+            note,
+        );
+    }
+    Outcome::Halted
+}
+
+/// Records on the workload's rollout marker that its rollout failed, once (`pace::unrecorded_failure`):
+/// the halt then holds whatever happens to the workload next. `None` when there is nothing to record.
+pub async fn record_failure(ctx: &Context, workload: &Workload) -> Result<Option<Outcome>, ReconcileError> {
+    if !ctx.pacer().is_on() {
+        return Ok(None);
+    }
+    let Some(body) = pace::unrecorded_failure(workload, ctx.rollout_deadline, Timestamp::now()) else {
+        return Ok(None);
+    };
+    match write_once(ctx, workload, &body, PatchStyle::Merge).await? {
+        Some(Outcome::Written) => {
+            tracing::info!(workload = %workload.id, "recorded the failure of its rollout on its marker");
+            Ok(Some(Outcome::Noop))
+        }
+        Some(outcome) => Ok(Some(outcome)),
+        // Its watch event brings it back.
+        None => Ok(Some(Outcome::Noop)),
+    }
+}
+
+/// Whether the webhook may let an UPDATE roll now, under pacing.
+pub enum Slot {
+    /// Pacing is off.
+    Off,
+    /// A slot is free (no line ahead): the rollout carries this marker, so the census counts it.
+    Free(Marker),
+    /// Every slot is taken, or others wait: the controller rolls it in its turn.
+    Full,
+}
+
+/// A slot for a rollout the webhook admits on UPDATE. It takes none in memory: an admitted request may
+/// still be refused after the webhook, and a slot taken for it would never free. The census counts
+/// the rollout once its marker is stored; two admissions at the same moment may both see the last
+/// free slot (`docs/behaviour.md`, "Pacing rollouts").
+pub fn slot_for_webhook(
+    ctx: &Context,
+    workload: &Workload,
+    hash: &str,
+    versions: &BTreeMap<String, String>,
+) -> Slot {
+    if !ctx.pacer().is_on() {
+        return Slot::Off;
+    }
+    let free = {
+        let tracker = ctx.tracker();
+        let mut pacer = ctx.pacer();
+        let (census, _, _) = look(ctx, &tracker, &mut pacer);
+        pacer.has_room(&workload.id, &census)
+    };
+    if !free {
+        return Slot::Full;
+    }
+    let previous = Marker::read(workload);
+    Slot::Free(Marker::next(
+        hash,
+        versions.clone(),
+        previous.as_ref(),
+        Timestamp::now(),
+    ))
+}
+
+/// Decides a rollout that may roll (`wave_core::decide`) under pacing, with the marker [`mark`] made
+/// for its write: `None` to write now, else its place in line.
 pub fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Option<Outcome> {
     let (priority, ignored) = pace::priority(workload);
     if let Some(why) = ignored {
         tracing::warn!(workload = %workload.id, "{why}");
     }
-    let (hash, triggers) = (marker.hash.as_str(), marker.delivers());
     let (admission, census, changes, wake) = {
         let tracker = ctx.tracker();
         let mut pacer = ctx.pacer();
         let (census, changes, wake) = look(ctx, &tracker, &mut pacer);
-        let admission = pacer.decide(&workload.id, hash, priority, &census, &triggers);
+        let admission = pacer.decide(&workload.id, &marker.hash, priority, &census);
         update_metrics(ctx, &census, &pacer);
         (admission, census, changes, wake)
     };
@@ -88,24 +195,6 @@ pub fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Option<Outc
                 );
             }
             Some(Outcome::Queued(recheck(&census)))
-        }
-        Admission::Halted { halt, first } => {
-            if first {
-                let note = format!(
-                    "Halted: {}. This workload keeps its current config; a new change to the object resumes, or run `wave resume {}`.",
-                    halt.describe(),
-                    resume_target(&halt.version)
-                );
-                tracing::warn!(workload = %workload.id, halt = %halt.describe(), "rollout halted");
-                ctx.events.publish(
-                    workload,
-                    EventType::Warning,
-                    reason::ROLLOUT_HALTED,
-                    action::PACE_ROLLOUT,
-                    note,
-                );
-            }
-            Some(Outcome::Halted)
         }
     }
 }

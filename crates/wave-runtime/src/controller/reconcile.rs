@@ -18,13 +18,17 @@
 //!              409 ⇒ re-read the workload and re-plan at once
 //! ```
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wave_core::coalesce;
+use wave_core::decide::{self, Facts, Hold, Previous, Rolled, UndoAction, Verdict};
 use wave_core::hash::{Fetched, missing_message};
 use wave_core::names::{self, action, reason};
+use wave_core::pace::{self, Marker, Version};
 use wave_core::plan::{self, GateReason, Plan, Write};
+use wave_core::refs::ConfigKey;
 use wave_core::refs::References;
 use wave_core::undo::{self, Pin};
 use wave_core::workload::{Workload, WorkloadRef};
@@ -184,12 +188,13 @@ async fn plan_and_write(
             return Ok(Outcome::Waiting(RESTORE_RECHECK));
         }
         let fetched = ctx.content.resolve(&refs, &ctx.tracker).await?;
+        super::observe_data_changes(ctx);
         let policy = plan::Policy {
             now: k8s_openapi::jiff::Timestamp::now(),
             max_gate: ctx.max_gate,
             hashing: ctx.hashing.clone(),
         };
-        let (write, marker) = match plan::plan(&workload, &refs, &fetched, &policy) {
+        let mut write = match plan::plan(&workload, &refs, &fetched, &policy) {
             Plan::Noop => {
                 tracing::debug!(
                     workload = %id,
@@ -200,8 +205,14 @@ async fn plan_and_write(
                 );
                 ctx.missing.forget(id);
                 if let Some(hash) = workload.current_hash() {
-                    // Current and correct (or pinned): a hash an undo may go back to.
-                    ctx.known_hashes.note(id, hash);
+                    // Current and correct (or pinned): a hash an undo may go back to. Pinned, the
+                    // versions behind it are not the current ones.
+                    let pinned = undo::Pin::read(&workload).is_some_and(|p| p.hash == hash);
+                    let rolled = (!pinned).then(|| rolled(ctx, &refs, &fetched));
+                    ctx.known_hashes.note(id, hash, rolled);
+                }
+                if let Some(outcome) = pacing::record_failure(ctx, &workload).await? {
+                    return Ok(outcome);
                 }
                 if let Some(outcome) = history::keep(ctx, &workload, &refs, &fetched).await? {
                     return Ok(outcome);
@@ -215,32 +226,33 @@ async fn plan_and_write(
                 report_missing(ctx, &workload, missing_message(&missing));
                 return Ok(Outcome::Blocked { recheck_after });
             }
-            Plan::Write(mut write) => {
-                let marker = pacing::mark(ctx, &workload, &refs, &fetched, &mut write);
-                (write, marker)
-            }
+            Plan::Write(write) => write,
             Plan::DeleteHeldPods if !may_write(ctx, id).await? => return Ok(not_writing(ctx)),
             Plan::DeleteHeldPods => return held_pods::delete(ctx, &workload).await,
         };
+        let versions = pace::versions(&refs, &fetched, &ctx.hashing);
         let rollout = is_rollout(&workload, &write);
-        if rollout
-            && let Some(desired) = &write.hash
-            && let Some(pin) = undo::detect(workload.current_hash(), desired, &ctx.known_hashes.of(id))
-        {
-            // The view may predate wave's own last write (the watch has not shown it yet), which looks
-            // exactly like an undo: believe one only from the workload as stored now.
-            let Some(fresh) = reread(ctx, id).await? else {
-                return Ok(Outcome::Gone);
-            };
-            if fresh.resource_version != workload.resource_version {
-                workload = fresh;
-                continue;
+        if rollout && let Some(desired) = write.hash.clone() {
+            let delivers = delivers(ctx, &workload, &versions);
+            match judge(ctx, &workload, Some(&desired), &delivers) {
+                Verdict::Roll => {}
+                Verdict::Undo(pin) => {
+                    // The view may predate wave's own last write (the watch has not shown it yet),
+                    // which looks exactly like an undo: believe one only from the workload as stored
+                    // now.
+                    let Some(fresh) = reread(ctx, id).await? else {
+                        return Ok(Outcome::Gone);
+                    };
+                    if fresh.resource_version != workload.resource_version {
+                        workload = fresh;
+                        continue;
+                    }
+                    return undo(ctx, &workload, &refs, &fetched, &pin).await;
+                }
+                Verdict::Hold(hold) => return Ok(held(ctx, &workload, hold)),
             }
-            return undo(ctx, &workload, &refs, &fetched, &pin).await;
         }
-        if rollout && let Some(outcome) = hold_back(ctx, &workload, &refs).await {
-            return Ok(outcome);
-        }
+        let marker = pacing::mark(ctx, &workload, &versions, &mut write);
         let paced = rollout && marker.is_some();
         if let Some(marker) = marker.as_ref().filter(|_| paced)
             && let Some(outcome) = pacing::admit(ctx, &workload, marker)
@@ -263,6 +275,9 @@ async fn plan_and_write(
                     ctx.coalescer().record(id, Instant::now());
                 }
                 ctx.missing.forget(id);
+                if let Some(hash) = &write.hash {
+                    ctx.known_hashes.note(id, hash, Some(Rolled::of(&versions)));
+                }
                 after_write(ctx, &workload, &write, triggered);
                 return Ok(Outcome::Written);
             }
@@ -281,6 +296,11 @@ async fn plan_and_write(
         workload: id.clone(),
         attempts: CONFLICT_ATTEMPTS,
     })
+}
+
+/// The config versions of `refs` as fetched, as the in-memory record of what a workload runs.
+fn rolled(ctx: &Context, refs: &References, fetched: &Fetched) -> Rolled {
+    Rolled::of(&pace::versions(refs, fetched, &ctx.hashing))
 }
 
 /// The workload as stored now; `None` if it is gone.
@@ -348,25 +368,37 @@ async fn undo(
     if !may_write(ctx, id).await? {
         return Ok(not_writing(ctx));
     }
-    if wave_core::history::restores_config(workload) {
-        let restored = history::restore(ctx, workload, refs, fetched, pin).await?;
-        let (type_, event_reason, note) = match &restored {
-            history::Restored::Done(note) => (EventType::Normal, reason::CONFIG_RESTORED, note.clone()),
-            history::Restored::Refused(why) => (
-                EventType::Warning,
-                reason::CONFIG_RESTORE_REFUSED,
-                format!(
-                    "Undo detected, but the config was not restored: {why}. The template is pinned instead."
-                ),
-            ),
-        };
-        tracing::info!(workload = %id, reason = event_reason, "{note}");
-        ctx.events
-            .publish(workload, type_, event_reason, action::RESTORE_CONFIG, note);
-        if matches!(restored, history::Restored::Done(_)) {
-            remember_undone(ctx, id, pin);
-            return Ok(Outcome::Restored);
-        }
+    let carried = ctx.known_hashes.of(id);
+    let restores = wave_core::history::restores_config(workload);
+    let refused = match decide::undo_action(pin, restores, &carried) {
+        UndoAction::Restore => match history::restore(ctx, workload, refs, fetched, pin).await? {
+            history::Restored::Done(note) => {
+                tracing::info!(workload = %id, reason = reason::CONFIG_RESTORED, "{note}");
+                ctx.events.publish(
+                    workload,
+                    EventType::Normal,
+                    reason::CONFIG_RESTORED,
+                    action::RESTORE_CONFIG,
+                    note,
+                );
+                remember_undone(ctx, id, pin);
+                return Ok(Outcome::Restored);
+            }
+            history::Restored::Refused(why) => Some(why),
+        },
+        UndoAction::Pin { refused } => refused,
+    };
+    if let Some(why) = refused {
+        let note =
+            format!("Undo detected, but the config was not restored: {why}. The template is pinned instead.");
+        tracing::info!(workload = %id, reason = reason::CONFIG_RESTORE_REFUSED, "{note}");
+        ctx.events.publish(
+            workload,
+            EventType::Warning,
+            reason::CONFIG_RESTORE_REFUSED,
+            action::RESTORE_CONFIG,
+            note,
+        );
     }
     match api::patch_workload(&ctx.client, id, &undo::pin_patch(workload, pin)).await {
         Ok(()) => remember_undone(ctx, id, pin),
@@ -407,7 +439,7 @@ async fn undo(
 /// change may reach wave first: it would find the template still "back" on an earlier hash, take it for
 /// a new undo, and pin (or restore) again instead of rolling the change out.
 fn remember_undone(ctx: &Context, id: &WorkloadRef, pin: &Pin) {
-    ctx.known_hashes.note(id, &pin.hash);
+    ctx.known_hashes.note(id, &pin.hash, None);
 }
 
 /// Whether `write` rolls the workload because its config changed: a new hash on a workload that had
@@ -419,39 +451,86 @@ fn is_rollout(workload: &Workload, write: &Write) -> bool {
         && write.restore_scheduler.is_none()
 }
 
-/// Whether a rollout waits: while a config object the workload uses flaps, or until its minimum
-/// interval since its last rollout has passed.
-pub(super) async fn hold_back(ctx: &Context, workload: &Workload, refs: &References) -> Option<Outcome> {
+/// The config versions a rollout of `workload` to `versions` delivers: those that differ from what it
+/// last rolled, as its rollout marker or this process's memory tells.
+pub(crate) fn delivers(
+    ctx: &Context,
+    workload: &Workload,
+    versions: &BTreeMap<String, String>,
+) -> Vec<Version> {
+    let marker = Marker::read(workload).filter(|m| workload.current_hash() == Some(m.hash.as_str()));
+    let rolled = ctx.known_hashes.rolled(&workload.id);
+    let previous = match (&marker, &rolled) {
+        (Some(m), _) => Previous::Marker(&m.config),
+        (None, Some(r)) => Previous::Rolled(r),
+        (None, None) => Previous::Unknown,
+    };
+    decide::delivers(versions, previous)
+}
+
+/// The decision for a rollout of `workload` (to hash `desired`, or a Reloader-style reload) that
+/// delivers `delivers` (`wave_core::decide`), from what this replica knows: the hashes it carried,
+/// the flap breaker, the coalescer and the halts.
+pub(crate) fn judge(
+    ctx: &Context,
+    workload: &Workload,
+    desired: Option<&str>,
+    delivers: &[Version],
+) -> Verdict {
     let now = Instant::now();
     settle_flaps(ctx, now);
-    let keys = refs.keys();
-    let held = ctx.flaps().held_until(keys.iter(), now);
-    if let Some((object, until)) = held {
-        let first = ctx.flaps().hold(&object, &workload.id);
-        if first {
-            let policy = ctx.flaps().policy();
-            let note = format!(
-                "Held back: {object} is flapping (it changed more than {} times within {:?}). Its final value rolls once it has been unchanged for {:?}.",
-                policy.threshold, policy.window, policy.quiet
-            );
-            tracing::warn!(workload = %workload.id, config = %object, "rollout held back: config flapping");
-            ctx.events.publish(
-                workload,
-                EventType::Warning,
-                reason::CONFIG_FLAPPING,
-                action::HOLD_ROLLOUT,
-                note,
-            );
-        }
-        return Some(Outcome::HeldFlapping(until.saturating_duration_since(now)));
-    }
+    let id = &workload.id;
+    let keys: Vec<ConfigKey> = delivers.iter().filter_map(|v| v.key()).collect();
+    let flapping = ctx.flaps().flapping(keys.iter(), now);
     let (interval, ignored) = coalesce::interval(&workload.annotations, ctx.min_rollout_interval);
     if let Some(why) = ignored {
-        tracing::warn!(workload = %workload.id, "{why}");
+        tracing::warn!(workload = %id, "{why}");
     }
-    let wait = ctx.coalescer().check(&workload.id, now, interval).err()?;
-    tracing::debug!(workload = %workload.id, ?wait, "rollout coalesced");
-    Some(Outcome::Coalesced(wait))
+    let coalesce = ctx.coalescer().check(id, now, interval).err();
+    let halts = pacing::halts(ctx);
+    let carried = ctx.known_hashes.of(id);
+    decide::decide(&Facts {
+        id,
+        current: workload.current_hash(),
+        desired,
+        carried: &carried,
+        delivers,
+        flapping: &flapping,
+        coalesce,
+        halts: &halts,
+        now,
+    })
+}
+
+/// What a held rollout tells, once per reason, and when it looks again.
+pub(super) fn held(ctx: &Context, workload: &Workload, hold: Hold) -> Outcome {
+    let now = Instant::now();
+    let recheck = hold.recheck(now);
+    match hold {
+        Hold::Halted(halt) => pacing::halted(ctx, workload, &halt),
+        Hold::Flapping { object, .. } => {
+            if ctx.flaps().hold(&object, &workload.id) {
+                let policy = ctx.flaps().policy();
+                let note = format!(
+                    "Held back: {object} is flapping (it changed more than {} times within {:?}). Its final value rolls once it has been unchanged for {:?}.",
+                    policy.threshold, policy.window, policy.quiet
+                );
+                tracing::warn!(workload = %workload.id, config = %object, "rollout held back: config flapping");
+                ctx.events.publish(
+                    workload,
+                    EventType::Warning,
+                    reason::CONFIG_FLAPPING,
+                    action::HOLD_ROLLOUT,
+                    note,
+                );
+            }
+            Outcome::HeldFlapping(recheck.unwrap_or_default())
+        }
+        Hold::Coalesced(wait) => {
+            tracing::debug!(workload = %workload.id, ?wait, "rollout coalesced");
+            Outcome::Coalesced(wait)
+        }
+    }
 }
 
 /// Ends the flapping episodes whose quiet period is over: one `ConfigSettled` on each object; the
@@ -508,7 +587,6 @@ async fn may_write(ctx: &Context, id: &WorkloadRef) -> Result<bool, ReconcileErr
 fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggered: Option<Instant>) {
     let kind = workload.id.kind.as_str();
     if let Some(hash) = &write.hash {
-        ctx.known_hashes.note(&workload.id, hash);
         if ctx.settled().remove(&workload.id) {
             let note = format!("The config that held this workload back settled; it rolled once, to {hash}.");
             ctx.events.publish(

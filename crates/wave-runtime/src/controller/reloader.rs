@@ -26,16 +26,18 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use wave_core::decide::Verdict;
 use wave_core::names::{
     action, reason,
     reloader::{RELOADED, RESUMED},
 };
+use wave_core::pace;
 use wave_core::refs::{Keys, Reference, References};
 use wave_core::reloader::{self, Mark, Pause};
 use wave_core::workload::{Workload, WorkloadKind};
 
 use super::context::Context;
-use super::reconcile::{CONFLICT_ATTEMPTS, Outcome, hold_back, reread, write_once};
+use super::reconcile::{CONFLICT_ATTEMPTS, Outcome, held, judge, reread, write_once};
 use crate::api::{self, PatchStyle};
 use crate::error::ReconcileError;
 use crate::events::EventType;
@@ -67,6 +69,7 @@ pub async fn reconcile(
         };
         let refs = references(&targets);
         let fetched = ctx.content.resolve(&refs, &ctx.tracker).await?;
+        super::observe_data_changes(ctx);
         let seen = ctx.reloader_seen().of(&id);
         let now = k8s_openapi::jiff::Timestamp::now();
         let decision = reloader::plan(&workload, &targets, &fetched, &options, &seen, now.as_second());
@@ -100,8 +103,14 @@ pub async fn reconcile(
             ctx.reloader_seen().record(&id, decision.observed);
             return Ok(paused);
         }
-        if let Some(outcome) = hold_back(ctx, &workload, &refs).await {
-            return Ok(outcome);
+        let changed: Vec<String> = decision.changed.iter().map(pace::object_name).collect();
+        let delivers: Vec<pace::Version> = pace::versions(&refs, &fetched, &ctx.hashing)
+            .into_iter()
+            .filter(|(object, _)| changed.contains(object))
+            .map(|(object, digest)| pace::Version { object, digest })
+            .collect();
+        if let Verdict::Hold(hold) = judge(ctx, &workload, None, &delivers) {
+            return Ok(held(ctx, &workload, hold));
         }
         let result = if workload.id.kind == WorkloadKind::CRON_JOB {
             // Reloader does not patch a CronJob: it starts a Job from it, carrying the mark.

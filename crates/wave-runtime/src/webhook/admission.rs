@@ -27,13 +27,16 @@ use std::time::Duration;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation as AdmissionOp};
 use wave_core::admission::{self, Mutation, Operation};
+use wave_core::decide::Verdict;
 use wave_core::hash::missing_message;
 use wave_core::names::{self, action, reason};
-use wave_core::undo;
+use wave_core::pace;
 use wave_core::workload::{Workload, WorkloadKind};
 
 use super::WebhookError;
 use crate::controller::context::Context;
+use crate::controller::pacing::{self, Slot};
+use crate::controller::reconcile;
 use crate::events::EventType;
 use crate::metrics::WebhookLabels;
 
@@ -161,12 +164,24 @@ async fn admit(
             return Ok(None);
         }
     }
+    // On UPDATE the hash the stored object carries stands when the update dropped it (`carry_hash`);
+    // the patch is made against the object as admitted.
+    let admitted = workload.clone();
+    let mut workload = workload;
+    let carried = match (&req.old_object, operation) {
+        (Some(old), Operation::Update) => {
+            let stored = Workload::from_object(kind, old.metadata.clone(), &old.data).ok();
+            admission::carry_hash(&mut workload, stored.as_ref().and_then(|w| w.current_hash()))
+        }
+        _ => None,
+    };
     let (refs, _unwatched) = ctx.tracker().references(&workload);
     let fetched = ctx
         .content
         .resolve(&refs, &ctx.tracker)
         .await
         .map_err(WebhookError::Content)?;
+    crate::controller::observe_data_changes(ctx);
     let mut mutation = admission::decide(&workload, &refs, &fetched, operation, &ctx.hashing);
     if matches!(mutation, Mutation::Gate { .. }) {
         let live = ctx
@@ -176,20 +191,38 @@ async fn admit(
             .map_err(WebhookError::Content)?;
         mutation = admission::decide(&workload, &refs, &live, operation, &ctx.hashing);
     }
-    if let Mutation::SetHash(desired) = &mutation
-        && operation == Operation::Update
-        && undo::detect(
-            workload.current_hash(),
-            desired,
-            &ctx.known_hashes.of(&workload.id),
-        )
-        .is_some()
-    {
-        // An undo to an earlier hash: admitted as it is; the reconciler pins it.
-        mutation = Mutation::None;
+    let mut marker = None;
+    if operation == Operation::Update {
+        // The controller's rule, with what this replica knows (`wave_core::decide`): an undo, a halt,
+        // flapping, coalescing or a full pacing line keep the hash the object had.
+        let may_roll = match &mutation {
+            Mutation::SetHash(desired) if workload.current_hash().is_some() => {
+                let versions = pace::versions(&refs, &fetched, &ctx.hashing);
+                let delivers = reconcile::delivers(ctx, &workload, &versions);
+                match reconcile::judge(ctx, &workload, Some(desired), &delivers) {
+                    Verdict::Roll => match pacing::slot_for_webhook(ctx, &workload, desired, &versions) {
+                        Slot::Off => true,
+                        Slot::Free(m) => {
+                            marker = Some(m);
+                            true
+                        }
+                        Slot::Full => false,
+                    },
+                    Verdict::Undo(_) | Verdict::Hold(_) => false,
+                }
+            }
+            _ => true,
+        };
+        mutation = admission::on_update(mutation, may_roll, carried);
+        if !matches!(mutation, Mutation::SetHash(_)) {
+            marker = None;
+        }
     }
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let ops = admission::patch_ops(&workload, &mutation, &now);
+    let mut ops = admission::patch_ops(&admitted, &mutation, &now);
+    if let Some(marker) = &marker {
+        ops.push(admission::marker_op(&marker.render()));
+    }
     let (label, notice) = match &mutation {
         Mutation::None => return Ok(None),
         Mutation::SetHash(hash) => {
