@@ -1,15 +1,21 @@
 //! The one decision whether a config change may roll a workload now, and if not, why and until when.
 //!
 //! ```text
-//! plan::plan says: write a new hash that rolls the workload (a rollout)
-//!   ─► Facts (what the caller could read: the template's hash, the hashes it carried, the config
-//!      versions the rollout delivers, flapping objects, its coalescing interval, the halts)
-//!   ─► decide ─► Undo(pin)      the template went back to an earlier hash: pin it (or restore)
-//!               Hold(why)      halted / flapping / coalesced: keep the current hash
-//!               Roll           may roll: with pacing, the line gives it a slot (`pace::Pacer`)
+//! Situation (the workload as read, its references and their content, the time, and wave's Memory:
+//!            hashes it carried, what it last rolled, the flap breaker, the coalescer, the halts)
+//!   ─► decision ─► plan::plan ─► Noop ─► Nothing        (the versions behind its hash, to note)
+//!                              ─► Blocked / DeleteHeldPods
+//!                              ─► Write, not a rollout (a first hash, a gate released) ─► Write
+//!                              ─► Write, a rollout ─► rollout(Memory) ─► decide(Facts)
+//!                                   Undo(pin)  the template went back to an earlier hash: pin it, or
+//!                                              restore that config (undo_action)
+//!                                   Hold(why)  halted / flapping / coalesced: keep the current hash
+//!                                   Roll       ─► Write (with pacing, the line gives it a slot:
+//!                                                 `pace::Pacer`, the one stateful step after this)
 //! ```
 //!
-//! The controller, the webhook (on UPDATE) and `wave explain` all call [`decide`]; they differ only in
+//! The controller calls [`decision`]; the webhook on UPDATE calls [`rollout`] (its own plan is
+//! `admission::decide`); `wave explain` calls [`decide`] with what it can read. They differ only in
 //! what they can read (the webhook and `explain` know nothing of coalescing, say). The order is the
 //! rule: a user's undo first (wave never fights it), then a halt (a version that failed reaches no
 //! further workload, whatever else holds it), then flapping, then coalescing, and only a rollout that
@@ -25,10 +31,206 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::pace::{Halt, Version};
-use crate::refs::ConfigKey;
+use crate::coalesce::{self, Coalescer};
+use crate::flap::FlapDetector;
+use crate::hash::{Fetched, Missing};
+use crate::pace::{self, Halt, Marker, Version};
+use crate::plan::{self, Plan, Write};
+use crate::refs::{ConfigKey, References};
 use crate::undo::{self, Pin};
-use crate::workload::WorkloadRef;
+use crate::workload::{Workload, WorkloadRef};
+
+/// What wave remembers (or, after a restart, does not) that the decision needs besides the cluster.
+#[derive(Clone, Copy, Debug)]
+pub struct Memory<'a> {
+    /// Fingerprints of the hashes the workload carried, oldest first (`undo`).
+    pub carried: &'a [u64],
+    /// The config versions behind its last hash, if noted.
+    pub rolled: Option<&'a Rolled>,
+    /// The flap breaker.
+    pub flaps: &'a FlapDetector<ConfigKey, WorkloadRef>,
+    /// When each workload last rolled.
+    pub coalescer: &'a Coalescer<WorkloadRef>,
+    /// `--min-rollout-interval` (a workload's annotation overrides it).
+    pub min_interval: Duration,
+    /// The halted config versions (none while pacing is off).
+    pub halts: &'a BTreeMap<Version, Halt>,
+    /// Now, for the flap breaker and the coalescer.
+    pub now: Instant,
+}
+
+/// Everything one decision for one workload reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Situation<'a> {
+    /// The workload as read.
+    pub workload: &'a Workload,
+    /// Its references.
+    pub refs: &'a References,
+    /// The content of those that exist.
+    pub fetched: &'a Fetched,
+    /// The time, the gate limit and the hashing.
+    pub policy: &'a plan::Policy,
+    /// What wave remembers.
+    pub memory: Memory<'a>,
+}
+
+/// What to do for one workload, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing to write: its hash is current (or pinned). `rolled` is what it runs, to note, unless
+    /// pinned.
+    Nothing {
+        /// The versions behind its current hash, when that hash is the current config's.
+        rolled: Option<Rolled>,
+    },
+    /// Required config is missing (`plan::Plan::Blocked`).
+    Blocked {
+        /// What is missing.
+        missing: Vec<Missing>,
+        /// When a gated workload looks again.
+        recheck_after: Option<Duration>,
+    },
+    /// Delete the pods a released gate held (`plan::Plan::DeleteHeldPods`).
+    DeleteHeldPods,
+    /// An undo: pin the template, or restore that config.
+    Undo {
+        /// The pin.
+        pin: Pin,
+        /// Restore or pin.
+        action: UndoAction,
+    },
+    /// A rollout that waits.
+    Hold(Hold),
+    /// Write this. `rollout` when it rolls the workload because its config changed (pacing applies);
+    /// `versions` are the config versions behind its hash (for the marker and the memory).
+    Write {
+        /// The write.
+        write: Write,
+        /// Whether it is a config-triggered rollout.
+        rollout: bool,
+        /// The version of every referenced object.
+        versions: BTreeMap<String, String>,
+    },
+}
+
+impl Decision {
+    /// The reason in a word, for `wave explain`, logs and metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Decision::Nothing { .. } => "up-to-date",
+            Decision::Blocked { .. } => "blocked",
+            Decision::DeleteHeldPods => "delete-held-pods",
+            Decision::Undo {
+                action: UndoAction::Restore,
+                ..
+            } => "restore",
+            Decision::Undo { .. } => "pinned",
+            Decision::Hold(Hold::Halted(_)) => "halted",
+            Decision::Hold(Hold::Flapping { .. }) => "held",
+            Decision::Hold(Hold::Coalesced(_)) => "coalesced",
+            Decision::Write { rollout: true, .. } => "rollout",
+            Decision::Write { .. } => "write",
+        }
+    }
+}
+
+/// The one decision for one workload (see the module docs). `restores_config` is the workload's
+/// `undo: restore-config` (`history::restores_config`).
+pub fn decision(s: &Situation<'_>) -> Decision {
+    let w = s.workload;
+    let hashing = &s.policy.hashing;
+    let write = match plan::plan(w, s.refs, s.fetched, s.policy) {
+        Plan::Noop => {
+            let pinned = Pin::read(w).is_some_and(|p| Some(p.hash.as_str()) == w.current_hash());
+            let rolled = (!pinned && w.current_hash().is_some())
+                .then(|| Rolled::of(&pace::versions(s.refs, s.fetched, hashing)));
+            return Decision::Nothing { rolled };
+        }
+        Plan::Blocked {
+            missing,
+            recheck_after,
+        } => {
+            return Decision::Blocked {
+                missing,
+                recheck_after,
+            };
+        }
+        Plan::DeleteHeldPods => return Decision::DeleteHeldPods,
+        Plan::Write(write) => write,
+    };
+    let versions = pace::versions(s.refs, s.fetched, hashing);
+    let rollout = is_rollout(w, &write);
+    if rollout && let Some(desired) = write.hash.as_deref() {
+        match rollout_verdict(
+            w,
+            Some(desired),
+            &delivered(w, &versions, s.memory.rolled),
+            &s.memory,
+        ) {
+            Verdict::Roll => {}
+            Verdict::Undo(pin) => {
+                let action = undo_action(&pin, crate::history::restores_config(w), s.memory.carried);
+                return Decision::Undo { pin, action };
+            }
+            Verdict::Hold(hold) => return Decision::Hold(hold),
+        }
+    }
+    Decision::Write {
+        write,
+        rollout,
+        versions,
+    }
+}
+
+/// Whether `write` rolls the workload because its config changed: a new hash on a workload that had
+/// one, with no scheduling to restore or gate to release (those are never delayed).
+pub fn is_rollout(workload: &Workload, write: &Write) -> bool {
+    write.hash.is_some()
+        && workload.current_hash().is_some()
+        && write.release_gate.is_none()
+        && write.restore_scheduler.is_none()
+}
+
+/// The config versions a rollout of `workload` to `versions` delivers: those that differ from what it
+/// last rolled, as its rollout marker (when it names its current hash) or wave's memory tells.
+pub fn delivered(
+    workload: &Workload,
+    versions: &BTreeMap<String, String>,
+    rolled: Option<&Rolled>,
+) -> Vec<Version> {
+    let marker = Marker::read(workload).filter(|m| workload.current_hash() == Some(m.hash.as_str()));
+    let previous = match (&marker, rolled) {
+        (Some(m), _) => Previous::Marker(&m.config),
+        (None, Some(r)) => Previous::Rolled(r),
+        (None, None) => Previous::Unknown,
+    };
+    delivers(versions, previous)
+}
+
+/// The decision for a rollout of `workload` (to hash `desired`, or a Reloader-style reload) that
+/// delivers `delivers`, from `memory` (the webhook on UPDATE, and the Reloader path, call this).
+pub fn rollout_verdict(
+    workload: &Workload,
+    desired: Option<&str>,
+    delivers: &[Version],
+    memory: &Memory<'_>,
+) -> Verdict {
+    let keys: Vec<ConfigKey> = delivers.iter().filter_map(|v| v.key()).collect();
+    let flapping = memory.flaps.flapping(keys.iter(), memory.now);
+    let (interval, _) = coalesce::interval(&workload.annotations, memory.min_interval);
+    let coalesce = memory.coalescer.check(&workload.id, memory.now, interval).err();
+    decide(&Facts {
+        id: &workload.id,
+        current: workload.current_hash(),
+        desired,
+        carried: memory.carried,
+        delivers,
+        flapping: &flapping,
+        coalesce,
+        halts: memory.halts,
+        now: memory.now,
+    })
+}
 
 /// What the caller could read about one rollout: a new hash for a workload that has one.
 #[derive(Clone, Debug)]

@@ -18,17 +18,13 @@
 //!              409 ⇒ re-read the workload and re-plan at once
 //! ```
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wave_core::coalesce;
-use wave_core::decide::{self, Facts, Hold, Previous, Rolled, UndoAction, Verdict};
+use wave_core::decide::{self, Decision, Hold, Memory, Rolled, Situation, UndoAction};
 use wave_core::hash::{Fetched, missing_message};
 use wave_core::names::{self, action, reason};
-use wave_core::pace::{self, Marker, Version};
-use wave_core::plan::{self, GateReason, Plan, Write};
-use wave_core::refs::ConfigKey;
+use wave_core::plan::{self, GateReason, Write};
 use wave_core::refs::References;
 use wave_core::undo::{self, Pin};
 use wave_core::workload::{Workload, WorkloadRef};
@@ -194,8 +190,17 @@ async fn plan_and_write(
             max_gate: ctx.max_gate,
             hashing: ctx.hashing.clone(),
         };
-        let mut write = match plan::plan(&workload, &refs, &fetched, &policy) {
-            Plan::Noop => {
+        let decision = with_memory(ctx, id, |memory| {
+            decide::decision(&Situation {
+                workload: &workload,
+                refs: &refs,
+                fetched: &fetched,
+                policy: &policy,
+                memory: *memory,
+            })
+        });
+        let (mut write, rollout, versions) = match decision {
+            Decision::Nothing { rolled } => {
                 tracing::debug!(
                     workload = %id,
                     resource_version = %workload.resource_version,
@@ -205,10 +210,7 @@ async fn plan_and_write(
                 );
                 ctx.missing.forget(id);
                 if let Some(hash) = workload.current_hash() {
-                    // Current and correct (or pinned): a hash an undo may go back to. Pinned, the
-                    // versions behind it are not the current ones.
-                    let pinned = undo::Pin::read(&workload).is_some_and(|p| p.hash == hash);
-                    let rolled = (!pinned).then(|| rolled(ctx, &refs, &fetched));
+                    // Current and correct (or pinned): a hash an undo may go back to.
                     ctx.known_hashes.note(id, hash, rolled);
                 }
                 if let Some(outcome) = pacing::record_failure(ctx, &workload).await? {
@@ -219,39 +221,34 @@ async fn plan_and_write(
                 }
                 return Ok(Outcome::Noop);
             }
-            Plan::Blocked {
+            Decision::Blocked {
                 missing,
                 recheck_after,
             } => {
                 report_missing(ctx, &workload, missing_message(&missing));
                 return Ok(Outcome::Blocked { recheck_after });
             }
-            Plan::Write(write) => write,
-            Plan::DeleteHeldPods if !may_write(ctx, id).await? => return Ok(not_writing(ctx)),
-            Plan::DeleteHeldPods => return held_pods::delete(ctx, &workload).await,
-        };
-        let versions = pace::versions(&refs, &fetched, &ctx.hashing);
-        let rollout = is_rollout(&workload, &write);
-        if rollout && let Some(desired) = write.hash.clone() {
-            let delivers = delivers(ctx, &workload, &versions);
-            match judge(ctx, &workload, Some(&desired), &delivers) {
-                Verdict::Roll => {}
-                Verdict::Undo(pin) => {
-                    // The view may predate wave's own last write (the watch has not shown it yet),
-                    // which looks exactly like an undo: believe one only from the workload as stored
-                    // now.
-                    let Some(fresh) = reread(ctx, id).await? else {
-                        return Ok(Outcome::Gone);
-                    };
-                    if fresh.resource_version != workload.resource_version {
-                        workload = fresh;
-                        continue;
-                    }
-                    return undo(ctx, &workload, &refs, &fetched, &pin).await;
+            Decision::DeleteHeldPods if !may_write(ctx, id).await? => return Ok(not_writing(ctx)),
+            Decision::DeleteHeldPods => return held_pods::delete(ctx, &workload).await,
+            Decision::Undo { pin, action } => {
+                // The view may predate wave's own last write (the watch has not shown it yet), which
+                // looks exactly like an undo: believe one only from the workload as stored now.
+                let Some(fresh) = reread(ctx, id).await? else {
+                    return Ok(Outcome::Gone);
+                };
+                if fresh.resource_version != workload.resource_version {
+                    workload = fresh;
+                    continue;
                 }
-                Verdict::Hold(hold) => return Ok(held(ctx, &workload, hold)),
+                return undo(ctx, &workload, &refs, &fetched, &pin, action).await;
             }
-        }
+            Decision::Hold(hold) => return Ok(held(ctx, &workload, hold)),
+            Decision::Write {
+                write,
+                rollout,
+                versions,
+            } => (write, rollout, versions),
+        };
         let marker = pacing::mark(ctx, &workload, &versions, &mut write);
         let paced = rollout && marker.is_some();
         if let Some(marker) = marker.as_ref().filter(|_| paced)
@@ -296,11 +293,6 @@ async fn plan_and_write(
         workload: id.clone(),
         attempts: CONFLICT_ATTEMPTS,
     })
-}
-
-/// The config versions of `refs` as fetched, as the in-memory record of what a workload runs.
-fn rolled(ctx: &Context, refs: &References, fetched: &Fetched) -> Rolled {
-    Rolled::of(&pace::versions(refs, fetched, &ctx.hashing))
 }
 
 /// The workload as stored now; `None` if it is gone.
@@ -363,14 +355,13 @@ async fn undo(
     refs: &References,
     fetched: &Fetched,
     pin: &Pin,
+    action: UndoAction,
 ) -> Result<Outcome, ReconcileError> {
     let id = &workload.id;
     if !may_write(ctx, id).await? {
         return Ok(not_writing(ctx));
     }
-    let carried = ctx.known_hashes.of(id);
-    let restores = wave_core::history::restores_config(workload);
-    let refused = match decide::undo_action(pin, restores, &carried) {
+    let refused = match action {
         UndoAction::Restore => match history::restore(ctx, workload, refs, fetched, pin).await? {
             history::Restored::Done(note) => {
                 tracing::info!(workload = %id, reason = reason::CONFIG_RESTORED, "{note}");
@@ -442,61 +433,22 @@ fn remember_undone(ctx: &Context, id: &WorkloadRef, pin: &Pin) {
     ctx.known_hashes.note(id, &pin.hash, None);
 }
 
-/// Whether `write` rolls the workload because its config changed: a new hash on a workload that had
-/// one, with no scheduling to restore or gate to release (those are never delayed).
-fn is_rollout(workload: &Workload, write: &Write) -> bool {
-    write.hash.is_some()
-        && workload.current_hash().is_some()
-        && write.release_gate.is_none()
-        && write.restore_scheduler.is_none()
-}
-
-/// The config versions a rollout of `workload` to `versions` delivers: those that differ from what it
-/// last rolled, as its rollout marker or this process's memory tells.
-pub(crate) fn delivers(
-    ctx: &Context,
-    workload: &Workload,
-    versions: &BTreeMap<String, String>,
-) -> Vec<Version> {
-    let marker = Marker::read(workload).filter(|m| workload.current_hash() == Some(m.hash.as_str()));
-    let rolled = ctx.known_hashes.rolled(&workload.id);
-    let previous = match (&marker, &rolled) {
-        (Some(m), _) => Previous::Marker(&m.config),
-        (None, Some(r)) => Previous::Rolled(r),
-        (None, None) => Previous::Unknown,
-    };
-    decide::delivers(versions, previous)
-}
-
-/// The decision for a rollout of `workload` (to hash `desired`, or a Reloader-style reload) that
-/// delivers `delivers` (`wave_core::decide`), from what this replica knows: the hashes it carried,
-/// the flap breaker, the coalescer and the halts.
-pub(crate) fn judge(
-    ctx: &Context,
-    workload: &Workload,
-    desired: Option<&str>,
-    delivers: &[Version],
-) -> Verdict {
+/// Runs `f` with what wave remembers for `id` (`wave_core::decide::Memory`): the flap breaker and the
+/// coalescer are locked meanwhile (`f` is pure and short).
+pub(crate) fn with_memory<R>(ctx: &Context, id: &WorkloadRef, f: impl FnOnce(&Memory<'_>) -> R) -> R {
     let now = Instant::now();
     settle_flaps(ctx, now);
-    let id = &workload.id;
-    let keys: Vec<ConfigKey> = delivers.iter().filter_map(|v| v.key()).collect();
-    let flapping = ctx.flaps().flapping(keys.iter(), now);
-    let (interval, ignored) = coalesce::interval(&workload.annotations, ctx.min_rollout_interval);
-    if let Some(why) = ignored {
-        tracing::warn!(workload = %id, "{why}");
-    }
-    let coalesce = ctx.coalescer().check(id, now, interval).err();
     let halts = pacing::halts(ctx);
     let carried = ctx.known_hashes.of(id);
-    decide::decide(&Facts {
-        id,
-        current: workload.current_hash(),
-        desired,
+    let rolled = ctx.known_hashes.rolled(id);
+    let flaps = ctx.flaps();
+    let coalescer = ctx.coalescer();
+    f(&Memory {
         carried: &carried,
-        delivers,
-        flapping: &flapping,
-        coalesce,
+        rolled: rolled.as_ref(),
+        flaps: &flaps,
+        coalescer: &coalescer,
+        min_interval: ctx.min_rollout_interval,
         halts: &halts,
         now,
     })

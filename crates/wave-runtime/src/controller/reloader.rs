@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use wave_core::decide::Verdict;
+use wave_core::decide::{self, Verdict};
 use wave_core::names::{
     action, reason,
     reloader::{RELOADED, RESUMED},
@@ -37,7 +37,7 @@ use wave_core::reloader::{self, Mark, Pause};
 use wave_core::workload::{Workload, WorkloadKind};
 
 use super::context::Context;
-use super::reconcile::{CONFLICT_ATTEMPTS, Outcome, held, judge, reread, write_once};
+use super::reconcile::{CONFLICT_ATTEMPTS, Outcome, held, reread, with_memory, write_once};
 use crate::api::{self, PatchStyle};
 use crate::error::ReconcileError;
 use crate::events::EventType;
@@ -109,7 +109,10 @@ pub async fn reconcile(
             .filter(|(object, _)| changed.contains(object))
             .map(|(object, digest)| pace::Version { object, digest })
             .collect();
-        if let Verdict::Hold(hold) = judge(ctx, &workload, None, &delivers) {
+        let verdict = with_memory(ctx, &id, |memory| {
+            decide::rollout_verdict(&workload, None, &delivers, memory)
+        });
+        if let Verdict::Hold(hold) = verdict {
             return Ok(held(ctx, &workload, hold));
         }
         let result = if workload.id.kind == WorkloadKind::CRON_JOB {

@@ -27,7 +27,7 @@ use std::time::Duration;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation as AdmissionOp};
 use wave_core::admission::{self, Mutation, Operation};
-use wave_core::decide::Verdict;
+use wave_core::decide::{self, Verdict};
 use wave_core::hash::missing_message;
 use wave_core::names::{self, action, reason};
 use wave_core::pace;
@@ -198,8 +198,11 @@ async fn admit(
         let may_roll = match &mutation {
             Mutation::SetHash(desired) if workload.current_hash().is_some() => {
                 let versions = pace::versions(&refs, &fetched, &ctx.hashing);
-                let delivers = reconcile::delivers(ctx, &workload, &versions);
-                match reconcile::judge(ctx, &workload, Some(desired), &delivers) {
+                let verdict = reconcile::with_memory(ctx, &workload.id, |memory| {
+                    let delivers = decide::delivered(&workload, &versions, memory.rolled);
+                    decide::rollout_verdict(&workload, Some(desired), &delivers, memory)
+                });
+                match verdict {
                     Verdict::Roll => match pacing::slot_for_webhook(ctx, &workload, desired, &versions) {
                         Slot::Off => true,
                         Slot::Free(m) => {
