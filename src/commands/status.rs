@@ -4,16 +4,47 @@
 
 use std::process::ExitCode;
 
+use clap::ArgAction;
 use k8s_openapi::jiff::Timestamp;
 use wave_core::names;
 use wave_core::pace;
 use wave_core::rollout::State;
 use wave_core::undo::Pin;
 use wave_core::workload::Workload;
+use wave_runtime::config::SecretName;
 
 use super::explain::{assess, hashing};
 use super::{CommandError, read_workload, workloads_in};
-use crate::cli::StatusArgs;
+use crate::cli::{ClusterArgs, CrossNamespaceArg, OutputArg};
+
+/// Flags of `wave status`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct StatusArgs {
+    /// One workload (`deployment/NAME`, ...); all opted-in workloads of the namespace without it.
+    pub target: Option<String>,
+    /// Namespace; defaults to the kubeconfig's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Every namespace.
+    #[arg(short = 'A', long, conflicts_with_all = ["namespace", "target"])]
+    pub all_namespaces: bool,
+    /// The `--hash-key-secret` wave runs with, so that the desired hashes match the controller's.
+    #[arg(long, value_parser = SecretName::parse)]
+    pub hash_key_secret: Option<SecretName>,
+    /// `--cross-namespace-references`, as `wave run` has it.
+    #[command(flatten)]
+    pub cross_namespace: CrossNamespaceArg,
+    /// wave runs with `--reloader-compat` (see `wave explain --help`).
+    #[arg(long, env = "WAVE_RELOADER_COMPAT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
+    pub reloader_compat: bool,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// `-o/--output`.
+    #[command(flatten)]
+    pub output: OutputArg,
+}
 
 #[derive(serde::Serialize)]
 struct StatusView {
@@ -56,7 +87,7 @@ pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
             &client,
             w,
             &hashing,
-            args.cross_namespace_references,
+            args.cross_namespace.cross_namespace_references,
             args.reloader_compat,
         )
         .await?;
@@ -75,7 +106,7 @@ pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
             },
         });
     }
-    if super::print_structured(args.output, &views) {
+    if super::print_structured(args.output.output, &views) {
         return Ok(ExitCode::SUCCESS);
     }
     if views.is_empty() {
