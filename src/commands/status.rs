@@ -4,18 +4,16 @@
 
 use std::process::ExitCode;
 
-use clap::ArgAction;
 use k8s_openapi::jiff::Timestamp;
 use wave_core::names;
 use wave_core::pace;
 use wave_core::rollout::State;
 use wave_core::undo::Pin;
 use wave_core::workload::Workload;
-use wave_runtime::config::SecretName;
 
 use super::explain::{assess, hashing};
 use super::{CommandError, read_workload, workloads_in};
-use crate::cli::{ClusterArgs, CrossNamespaceArg, OutputArg};
+use crate::cli::{ClusterArgs, CrossNamespaceArg, HashKeySecretArg, OutputArg, ReloaderCompatArg};
 
 /// Flags of `wave status`.
 #[derive(Clone, Debug, clap::Args)]
@@ -28,16 +26,15 @@ pub struct StatusArgs {
     /// Every namespace.
     #[arg(short = 'A', long, conflicts_with_all = ["namespace", "target"])]
     pub all_namespaces: bool,
-    /// The `--hash-key-secret` wave runs with, so that the desired hashes match the controller's.
-    #[arg(long, value_parser = SecretName::parse)]
-    pub hash_key_secret: Option<SecretName>,
+    /// `--hash-key-secret`, as `wave run` has it.
+    #[command(flatten)]
+    pub hash_key: HashKeySecretArg,
     /// `--cross-namespace-references`, as `wave run` has it.
     #[command(flatten)]
     pub cross_namespace: CrossNamespaceArg,
-    /// wave runs with `--reloader-compat` (see `wave explain --help`).
-    #[arg(long, env = "WAVE_RELOADER_COMPAT", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
-    pub reloader_compat: bool,
+    /// `--reloader-compat`, as `wave run` has it.
+    #[command(flatten)]
+    pub reloader: ReloaderCompatArg,
     /// How to reach the cluster.
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -79,7 +76,7 @@ pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
             .filter(Workload::is_opted_in)
             .collect(),
     };
-    let hashing = hashing(&client, args.hash_key_secret.as_ref()).await?;
+    let hashing = hashing(&client, args.hash_key.hash_key_secret.as_ref()).await?;
     let now = Timestamp::now();
     let mut views = Vec::new();
     for w in &workloads {
@@ -88,7 +85,7 @@ pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
             w,
             &hashing,
             args.cross_namespace.cross_namespace_references,
-            args.reloader_compat,
+            args.reloader.reloader_compat,
         )
         .await?;
         views.push(StatusView {
