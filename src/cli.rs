@@ -314,10 +314,10 @@ impl WatchArgs {
      `allow` hashes them as Wave does (docs/security.md, \"Cross-namespace references\")",
 )))]
 pub struct HashingArgs {
-    /// `--hash-key-secret` (help above: the controller's own wording).
+    /// `--hash-key-secret`, with `wave run`'s help text (`mut_arg` above).
     #[command(flatten)]
     pub hash_key: HashKeySecretArg,
-    /// `--cross-namespace-references` (help above).
+    /// `--cross-namespace-references`, with `wave run`'s help text (`mut_arg` above).
     #[command(flatten)]
     pub cross_namespace: CrossNamespaceArg,
 }
@@ -327,7 +327,7 @@ pub struct HashingArgs {
 #[command(next_help_heading = "Rate")]
 pub struct RateArgs {
     /// Workload writes per second across all kinds; `<= 0` means 1.0, `inf` disables the limit.
-    // NOTE: `ratelimit::DEFAULT_RATE` as a literal: `default_value_t` would print it as `1`, not Wave's
+    // `ratelimit::DEFAULT_RATE` as a literal: `default_value_t` would print it as `1`, not Wave's
     // `1.0`; `run_defaults_are_the_constants_the_rest_of_wave_assumes` checks that the two agree.
     #[arg(long, env = "WAVE_UPDATE_RATE", default_value = "1.0", value_parser = parse_rate, allow_hyphen_values = true)]
     pub update_rate: f64,
@@ -358,7 +358,7 @@ impl RateArgs {
 }
 
 /// `wave run`: what keeps a config change from rolling too much, too often, or on after a failure.
-// NOTE: the durations' defaults are Go-duration literals (clap prints `default_value_t` with `Display`,
+// The durations' defaults are Go-duration literals (clap prints `default_value_t` with `Display`,
 // which `Duration` lacks); `run_defaults_are_the_constants_the_rest_of_wave_assumes` checks them.
 #[derive(Clone, Debug, clap::Args)]
 #[command(next_help_heading = "Rollout safety")]
@@ -497,7 +497,7 @@ pub struct WebhookArgs {
     pub webhook_service_name: String,
 
     /// How long the scheduling gate may hold a workload's pods before it is released with a Warning.
-    // NOTE: `commands::DEFAULT_MAX_GATE` is this default for `wave explain`;
+    // `commands::DEFAULT_MAX_GATE` is this default for `wave explain`;
     // `run_defaults_are_the_constants_the_rest_of_wave_assumes` checks that they agree.
     #[arg(long, env = "WAVE_MAX_GATE_DURATION", default_value = "10m", value_parser = parse_go_duration)]
     pub max_gate_duration: Duration,
@@ -624,7 +624,7 @@ pub struct ConfigWritesArgs {
      (log, `wave_reloader_running`, an Event on `--own-deployment`)",
 )))]
 pub struct ReloaderArgs {
-    /// `--reloader-compat` (help above: the controller's own wording).
+    /// `--reloader-compat`, with `wave run`'s help text (`mut_arg` above).
     #[command(flatten)]
     pub compat: ReloaderCompatArg,
 
