@@ -1,11 +1,23 @@
 //! The command line: one clap `Args` tree, every flag also readable from a `WAVE_*` variable.
 //!
+//! ```text
+//! Cli ─► Command ─┬─► run      ─► RunArgs (here: one flattened group per job) ─► Config ─► wave_runtime::run
+//!                 └─► hash, explain, impact, resume, unpin, history, diff, status, completion
+//!                       ─► commands::<name>::<Name>Args, beside the code that runs the command
+//! ```
+//!
+//! A flag that several commands take is defined once here, as a small flattened struct
+//! ([`ClusterArgs`], [`OutputArg`], [`CrossNamespaceArg`], [`HashKeySecretArg`], [`ReloaderCompatArg`]),
+//! so its name, `WAVE_*` variable and default cannot drift apart between commands; where `wave run`
+//! explains it at more length, its group replaces only the help text (`mut_arg`).
+//!
 //! `wave run` accepts Wave v0.11's flags with the same names, defaults and meanings, in Go `flag`
 //! syntax (`-flag` and `--flag`, `--bool` or `--bool=true|false`, `--x=v` or `--x v`), so the Wave
 //! chart's arguments work unchanged (`docs/operating.md`, "Flags"). Running `wave` with flags and no
 //! subcommand means `wave run`, as Wave's binary has no subcommands.
 //!
-//! `wave run`'s arguments become one [`Config`] ([`RunArgs::into_config`]); the runtime never sees clap.
+//! `wave run`'s arguments become one [`Config`] ([`RunArgs::into_config`], one field group per flag
+//! group); the runtime never sees clap.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -14,12 +26,22 @@ use std::time::Duration;
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use wave_core::duration::parse_go_duration;
+use wave_core::flap::FlapPolicy;
 use wave_core::ratelimit;
 use wave_core::refs::{ConfigKind, CrossNamespace};
 use wave_core::workload::WorkloadKind;
 use wave_runtime::config::{
     BindAddress, BuildInfo, CertificateSource, Config, LeaderElection, LogFormat, SecretName, WebhookConfig,
 };
+
+use crate::commands::completion::CompletionArgs;
+use crate::commands::explain::ExplainArgs;
+use crate::commands::hash::{self, HashArgs};
+use crate::commands::history::{DiffArgs, HistoryArgs};
+use crate::commands::impact::ImpactArgs;
+use crate::commands::resume::ResumeArgs;
+use crate::commands::status::StatusArgs;
+use crate::commands::unpin::UnpinArgs;
 
 /// What this binary is: its version, the commit it was built from and when (`build.rs`).
 pub const BUILD: BuildInfo = BuildInfo {
@@ -54,12 +76,14 @@ pub enum Command {
     /// chart's `extraArgs` can override a flag the chart already sets.
     #[command(
         after_help = "Example:\n  wave run --namespaces=team-a,team-b --update-rate=5 --leader-election",
-        args_override_self = true
+        args_override_self = true,
+        // Every flag's help under its name, in every heading, as before the headings came.
+        next_line_help = true
     )]
     Run(Box<RunArgs>),
     /// Print the config hash of each opted-in workload in rendered manifests (no cluster needed), or
     /// with --inject write the manifests back with the hash set (a Helm post-renderer).
-    #[command(after_help = HASH_EXAMPLES)]
+    #[command(after_help = hash::EXAMPLES)]
     Hash(HashArgs),
     /// Show a workload's references, its hash, the hash wave would write, and why.
     #[command(
@@ -94,14 +118,6 @@ pub enum Command {
     Status(StatusArgs),
 }
 
-const HASH_EXAMPLES: &str = "Examples:
-  helm template my-app ./chart | wave hash
-  kustomize build overlays/prod | wave hash --inject | kubectl apply -f -
-  helm install my-app ./chart --post-renderer wave --post-renderer-args hash --post-renderer-args --inject   (Helm 3)
-  helm install my-app ./chart --post-renderer wave                                                          (Helm 4, plugin in contrib/helm-plugin)
-
-Exit codes: 0 ok, 1 required config missing from the manifests, 2 unreadable input";
-
 /// How a client command reaches the cluster, with kubectl's meaning of each flag.
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct ClusterArgs {
@@ -131,193 +147,85 @@ pub enum Output {
     Yaml,
 }
 
-/// Flags of `wave hash`.
-#[derive(Clone, Debug, clap::Args)]
-pub struct HashArgs {
-    /// Manifests to read: multi-document YAML or a JSON List; `-` is stdin.
-    #[arg(short = 'f', long = "filename", default_value = "-")]
-    pub file: String,
-    /// Namespace of objects that name none (default: `default`; Helm's `HELM_NAMESPACE` when run as a
-    /// post-renderer plugin).
-    #[arg(short = 'n', long, env = "HELM_NAMESPACE")]
-    pub namespace: Option<String>,
-    /// Treat missing required config as absent instead of failing.
-    #[arg(long)]
-    pub allow_missing: bool,
-    /// Write the manifests back with the hash set on each opted-in pod template.
-    #[arg(long)]
-    pub inject: bool,
-    /// A file holding the key wave runs with under `--hash-key-secret` (the Secret's `hash-key`, raw
-    /// bytes), so that the hashes match the controller's.
-    #[arg(long, value_name = "PATH")]
-    pub hash_key_file: Option<std::path::PathBuf>,
-    /// Whether `extra-configmaps` / `extra-secrets` may name config in another namespace: `deny` leaves
-    /// such entries out of the hash, unread; `allow` hashes them as Wave does. Match `wave run`'s.
-    #[arg(long, env = "WAVE_CROSS_NAMESPACE_REFERENCES", default_value = "deny", value_parser = CrossNamespace::parse)]
-    pub cross_namespace_references: CrossNamespace,
-    /// Output format (without --inject).
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
+/// `-o/--output` of the client commands that print a report.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct OutputArg {
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
 }
 
-/// Flags of `wave explain`.
+/// `--cross-namespace-references`: `wave run` and every command that hashes must apply the same policy,
+/// or their hashes differ.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct CrossNamespaceArg {
+    /// Whether `extra-configmaps` / `extra-secrets` may name config in another namespace: `deny` leaves
+    /// such entries out of the hash, unread; `allow` hashes them as Wave does. Match `wave run`'s.
+    #[arg(long, env = "WAVE_CROSS_NAMESPACE_REFERENCES", default_value_t, value_parser = CrossNamespace::parse)]
+    pub cross_namespace_references: CrossNamespace,
+}
+
+/// `--hash-key-secret`: the Secret whose `hash-key` keys the config hash (`wave run`), or that the
+/// controller runs with (the client commands that compute the hash it would write).
 #[derive(Clone, Debug, clap::Args)]
-pub struct ExplainArgs {
-    /// `deployment/NAME`, `statefulset/NAME` or `daemonset/NAME` (also `deploy`, `sts`, `ds`).
-    pub target: String,
-    /// Namespace; defaults to the kubeconfig's.
-    #[arg(short = 'n', long)]
-    pub namespace: Option<String>,
-    /// How to reach the cluster.
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
+pub struct HashKeySecretArg {
     /// The `--hash-key-secret` wave runs with, so that the desired hash matches the controller's.
     #[arg(long, env = "WAVE_HASH_KEY_SECRET", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
     pub hash_key_secret: Option<SecretName>,
-    /// Whether `extra-configmaps` / `extra-secrets` may name config in another namespace: `deny` leaves
-    /// such entries out of the hash, unread; `allow` hashes them as Wave does. Match `wave run`'s.
-    #[arg(long, env = "WAVE_CROSS_NAMESPACE_REFERENCES", default_value = "deny", value_parser = CrossNamespace::parse)]
-    pub cross_namespace_references: CrossNamespace,
+}
+
+/// `--reloader-compat`: whether workloads with only Stakater Reloader's annotations are handled
+/// (`wave run`), or are assessed as the controller handles them (the client commands).
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct ReloaderCompatArg {
     /// wave runs with `--reloader-compat`: a workload with only Reloader's annotations is explained as
     /// one wave reloads as Reloader does, not as one it leaves alone.
     #[arg(long, env = "WAVE_RELOADER_COMPAT", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub reloader_compat: bool,
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: Output,
-}
-
-/// Flags of `wave impact`.
-#[derive(Clone, Debug, clap::Args)]
-pub struct ImpactArgs {
-    /// `configmap/NAME` or `secret/NAME`.
-    pub target: String,
-    /// Namespace of the object; defaults to the kubeconfig's.
-    #[arg(short = 'n', long)]
-    pub namespace: Option<String>,
-    /// How to reach the cluster.
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
-    /// Only these keys change: workloads using only other keys are listed as unaffected.
-    #[arg(long, value_delimiter = ',')]
-    pub keys: Option<Vec<String>>,
-    /// Look for workloads in every namespace (`extra-configmaps` / `extra-secrets` can reference the
-    /// object from another one); without it, only the object's namespace is listed.
-    #[arg(short = 'A', long)]
-    pub all_namespaces: bool,
-    /// Whether `extra-configmaps` / `extra-secrets` may name config in another namespace: `deny` leaves
-    /// such entries out of the hash, unread; `allow` hashes them as Wave does. Match `wave run`'s.
-    #[arg(long, env = "WAVE_CROSS_NAMESPACE_REFERENCES", default_value = "deny", value_parser = CrossNamespace::parse)]
-    pub cross_namespace_references: CrossNamespace,
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: Output,
-}
-
-/// Flags of `wave resume`.
-#[derive(Clone, Debug, clap::Args)]
-pub struct ResumeArgs {
-    /// `configmap/NAME` or `secret/NAME`.
-    pub target: String,
-    /// Namespace of the object; defaults to the kubeconfig's.
-    #[arg(short = 'n', long)]
-    pub namespace: Option<String>,
-    /// How to reach the cluster.
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
-}
-
-/// Flags of `wave unpin`.
-#[derive(Clone, Debug, clap::Args)]
-pub struct UnpinArgs {
-    /// `deployment/NAME`, `statefulset/NAME` or `daemonset/NAME`.
-    pub target: String,
-    /// Namespace of the workload; defaults to the kubeconfig's.
-    #[arg(short = 'n', long)]
-    pub namespace: Option<String>,
-    /// How to reach the cluster.
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
-}
-
-/// Flags of `wave history`.
-#[derive(Clone, Debug, clap::Args)]
-pub struct HistoryArgs {
-    /// `deployment/NAME`, `statefulset/NAME` or `daemonset/NAME`.
-    pub target: String,
-    /// Namespace of the workload; defaults to the kubeconfig's.
-    #[arg(short = 'n', long)]
-    pub namespace: Option<String>,
-    /// How to reach the cluster.
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: Output,
-}
-
-/// Flags of `wave diff`.
-#[derive(Clone, Debug, clap::Args)]
-pub struct DiffArgs {
-    /// `deployment/NAME`, `statefulset/NAME` or `daemonset/NAME`.
-    pub target: String,
-    /// Namespace of the workload; defaults to the kubeconfig's.
-    #[arg(short = 'n', long)]
-    pub namespace: Option<String>,
-    /// How to reach the cluster.
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
-    /// The revision whose change to show, from the revision before it (`wave history` lists them).
-    #[arg(long)]
-    pub revision: i64,
-}
-
-/// Flags of `wave completion`.
-#[derive(Clone, Debug, clap::Args)]
-pub struct CompletionArgs {
-    /// The shell.
-    #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
-}
-
-/// Flags of `wave status`.
-#[derive(Clone, Debug, clap::Args)]
-pub struct StatusArgs {
-    /// One workload (`deployment/NAME`, ...); all opted-in workloads of the namespace without it.
-    pub target: Option<String>,
-    /// Namespace; defaults to the kubeconfig's.
-    #[arg(short = 'n', long)]
-    pub namespace: Option<String>,
-    /// Every namespace.
-    #[arg(short = 'A', long, conflicts_with_all = ["namespace", "target"])]
-    pub all_namespaces: bool,
-    /// The `--hash-key-secret` wave runs with, so that the desired hashes match the controller's.
-    #[arg(long, value_parser = SecretName::parse)]
-    pub hash_key_secret: Option<SecretName>,
-    /// Whether `extra-configmaps` / `extra-secrets` may name config in another namespace: `deny` leaves
-    /// such entries out of the hash, unread; `allow` hashes them as Wave does. Match `wave run`'s.
-    #[arg(long, env = "WAVE_CROSS_NAMESPACE_REFERENCES", default_value = "deny", value_parser = CrossNamespace::parse)]
-    pub cross_namespace_references: CrossNamespace,
-    /// wave runs with `--reloader-compat` (see `wave explain --help`).
-    #[arg(long, env = "WAVE_RELOADER_COMPAT", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
-    pub reloader_compat: bool,
-    /// How to reach the cluster.
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: Output,
 }
 
 /// An address that `0` disables. (An alias, so that clap parses `0` to `None` instead of treating the
 /// flag as optional.)
 pub type OptionalAddress = Option<BindAddress>;
 
-/// Flags of `wave run`.
+/// Flags of `wave run`, one group per job; each group is listed under its own heading in
+/// `wave run --help` and becomes its part of the [`Config`].
 #[derive(Clone, Debug, clap::Args)]
 pub struct RunArgs {
+    /// What to watch and manage.
+    #[command(flatten)]
+    pub watch: WatchArgs,
+    /// How the config hash is computed.
+    #[command(flatten)]
+    pub hashing: HashingArgs,
+    /// How fast wave writes.
+    #[command(flatten)]
+    pub rate: RateArgs,
+    /// What keeps a config change from rolling too much at once.
+    #[command(flatten)]
+    pub rollout: RolloutSafetyArgs,
+    /// Which replica writes.
+    #[command(flatten)]
+    pub leader_election: LeaderElectionArgs,
+    /// The admission webhook.
+    #[command(flatten)]
+    pub webhook: WebhookArgs,
+    /// Metrics, health and logs.
+    #[command(flatten)]
+    pub observability: ObservabilityArgs,
+    /// The flags with which wave writes ConfigMaps and Secrets.
+    #[command(flatten)]
+    pub config_writes: ConfigWritesArgs,
+    /// Stakater Reloader's annotations and flags.
+    #[command(flatten)]
+    pub reloader: ReloaderArgs,
+}
+
+/// `wave run`: which namespaces and kinds are watched, and how often everything is checked again.
+#[derive(Clone, Debug, clap::Args)]
+#[command(next_help_heading = "Watching")]
+pub struct WatchArgs {
     /// Comma-separated namespaces to watch; empty watches all. Not trimmed, as in Wave.
     #[arg(long, env = "WAVE_NAMESPACES", default_value = "")]
     pub namespaces: String,
@@ -343,6 +251,165 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_SYNC_PERIOD", default_value = "10h", value_parser = parse_go_duration)]
     pub sync_period: Duration,
 
+    /// Also manage CronJobs (`batch/v1`): the hash goes on the template of the Jobs they create, so the
+    /// next Job runs with the new config. Needs `get, list, watch, patch` on cronjobs.
+    #[arg(long, env = "WAVE_CRONJOBS")]
+    pub cronjobs: bool,
+
+    /// Also manage Argo Rollouts' Rollouts (`argoproj.io/v1alpha1`): the hash goes on `spec.template`.
+    /// Needs their CustomResourceDefinition, and `get, list, watch, patch` on rollouts.
+    #[arg(long, env = "WAVE_ARGO_ROLLOUTS")]
+    pub argo_rollouts: bool,
+
+    /// Also manage a resource with a pod template: `GROUP/VERSION/RESOURCE:JSON-POINTER` (repeatable, or
+    /// comma-separated), e.g. `example.com/v1/runners:/spec/template`. Its kind is looked up at start-up;
+    /// it needs `get, list, watch, patch` on the resource.
+    #[arg(long, env = "WAVE_WORKLOAD_RESOURCE", value_delimiter = ',', value_name = "G/V/R:POINTER",
+          value_parser = wave_core::kind::ResourceSpec::parse)]
+    pub workload_resource: Vec<wave_core::kind::ResourceSpec>,
+}
+
+impl WatchArgs {
+    /// The namespaces to watch, `None` for all. Entries are not trimmed (Wave); empty ones are dropped.
+    pub fn namespace_set(&self) -> Option<BTreeSet<String>> {
+        let set: BTreeSet<String> = self
+            .namespaces
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        (!set.is_empty()).then_some(set)
+    }
+
+    /// `--namespaces-to-ignore`, trimmed, without empty entries.
+    pub fn ignored_namespaces(&self) -> BTreeSet<String> {
+        self.namespaces_to_ignore
+            .iter()
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .collect()
+    }
+
+    /// The workload kinds to manage: the built-in ones, and CronJobs and Rollouts when asked.
+    pub fn kinds(&self) -> Vec<WorkloadKind> {
+        WorkloadKind::BUILT_IN
+            .into_iter()
+            .chain(self.cronjobs.then_some(WorkloadKind::CRON_JOB))
+            .chain(self.argo_rollouts.then_some(WorkloadKind::ROLLOUT))
+            .collect()
+    }
+}
+
+/// `wave run`: how the config hash is computed; `wave explain`, `wave status` and `wave hash` take the
+/// same flags so that their hashes match the controller's.
+#[derive(Clone, Debug, clap::Args)]
+#[command(next_help_heading = "Hashing")]
+#[command(mut_arg("hash_key_secret", |a| a.help(
+    "Key the config hash: HMAC-SHA256 under the `hash-key` of this Secret (NAMESPACE/NAME), so no pod \
+     template carries a digest of a Secret that can be guessed offline. Changes every hash once",
+)))]
+#[command(mut_arg("cross_namespace_references", |a| a.help(
+    "Whether `extra-configmaps` / `extra-secrets` may name config in another namespace \
+     (`namespace/name`): `deny` leaves such entries out of every hash, unread, with a Warning Event; \
+     `allow` hashes them as Wave does (docs/security.md, \"Cross-namespace references\")",
+)))]
+pub struct HashingArgs {
+    /// `--hash-key-secret`, with `wave run`'s help text (`mut_arg` above).
+    #[command(flatten)]
+    pub hash_key: HashKeySecretArg,
+    /// `--cross-namespace-references`, with `wave run`'s help text (`mut_arg` above).
+    #[command(flatten)]
+    pub cross_namespace: CrossNamespaceArg,
+}
+
+/// `wave run`: the write rate limit and how many reconciles run at once.
+#[derive(Clone, Debug, clap::Args)]
+#[command(next_help_heading = "Rate")]
+pub struct RateArgs {
+    /// Workload writes per second across all kinds; `<= 0` means 1.0, `inf` disables the limit.
+    // `ratelimit::DEFAULT_RATE` as a literal: `default_value_t` would print it as `1`, not Wave's
+    // `1.0`; `run_defaults_are_the_constants_the_rest_of_wave_assumes` checks that the two agree.
+    #[arg(long, env = "WAVE_UPDATE_RATE", default_value = "1.0", value_parser = parse_rate, allow_hyphen_values = true)]
+    pub update_rate: f64,
+
+    /// Burst of the write token bucket; `<= 0` means 100.
+    #[arg(
+        long,
+        env = "WAVE_UPDATE_BURST",
+        default_value_t = i64::from(ratelimit::DEFAULT_BURST),
+        allow_hyphen_values = true
+    )]
+    pub update_burst: i64,
+
+    /// Reconciles running at once. A config object used by many workloads wakes them all, and their
+    /// writes go out this many at a time; an idle worker costs nothing (docs/benchmarks.md, S3).
+    #[arg(long, env = "WAVE_CONCURRENCY", default_value_t = 64)]
+    pub concurrency: usize,
+}
+
+impl RateArgs {
+    /// The burst, with Wave's `<= 0` ⇒ default rule.
+    pub fn burst(&self) -> u32 {
+        u32::try_from(self.update_burst)
+            .ok()
+            .filter(|b| *b > 0)
+            .unwrap_or(ratelimit::DEFAULT_BURST)
+    }
+}
+
+/// `wave run`: what keeps a config change from rolling too much, too often, or on after a failure.
+// The durations' defaults are Go-duration literals (clap prints `default_value_t` with `Display`,
+// which `Duration` lacks); `run_defaults_are_the_constants_the_rest_of_wave_assumes` checks them.
+#[derive(Clone, Debug, clap::Args)]
+#[command(next_help_heading = "Rollout safety")]
+pub struct RolloutSafetyArgs {
+    /// The least time between two config-triggered rollouts of one workload: the first change rolls at
+    /// once, later ones within the interval are merged into one rollout at its end (Go duration; `0`
+    /// turns this off). Annotation `wave.pusher.com/min-rollout-interval` overrides it per workload.
+    #[arg(long, env = "WAVE_MIN_ROLLOUT_INTERVAL", default_value = "5s", value_parser = parse_go_duration)]
+    pub min_rollout_interval: Duration,
+
+    /// A ConfigMap or Secret that changes more than this many times within --flap-window is flapping:
+    /// its changes roll nothing until it has been quiet for --flap-quiet. `0` turns this off.
+    #[arg(long, env = "WAVE_FLAP_THRESHOLD", default_value_t = FlapPolicy::DEFAULT.threshold)]
+    pub flap_threshold: usize,
+
+    /// The window --flap-threshold counts changes in (Go duration).
+    #[arg(long, env = "WAVE_FLAP_WINDOW", default_value = "10m", value_parser = parse_go_duration)]
+    pub flap_window: Duration,
+
+    /// How long a flapping object must stay unchanged before its final value rolls, once (Go duration).
+    #[arg(long, env = "WAVE_FLAP_QUIET", default_value = "5m", value_parser = parse_go_duration)]
+    pub flap_quiet: Duration,
+
+    /// At most this many wave-triggered rollouts in progress at once, as the workloads' own status
+    /// shows; the rest wait, highest `wave.pusher.com/rollout-priority` first, then first come. With it,
+    /// a config version whose rollout fails rolls into no further workload. `0` turns this off.
+    #[arg(long, env = "WAVE_MAX_CONCURRENT_ROLLOUTS", default_value_t = 0)]
+    pub max_concurrent_rollouts: usize,
+
+    /// With --max-concurrent-rollouts: how long a StatefulSet or DaemonSet rollout may take before it
+    /// counts as failed (Go duration; Deployments use their progressDeadlineSeconds). Annotation
+    /// `wave.pusher.com/rollout-deadline` overrides it per workload.
+    #[arg(long, env = "WAVE_ROLLOUT_DEADLINE", default_value = "10m", value_parser = parse_go_duration)]
+    pub rollout_deadline: Duration,
+}
+
+impl RolloutSafetyArgs {
+    /// When a config object counts as flapping.
+    pub fn flap(&self) -> FlapPolicy {
+        FlapPolicy {
+            threshold: self.flap_threshold,
+            window: self.flap_window,
+            quiet: self.flap_quiet,
+        }
+    }
+}
+
+/// `wave run`: leader election through a Lease.
+#[derive(Clone, Debug, clap::Args)]
+#[command(next_help_heading = "Leader election")]
+pub struct LeaderElectionArgs {
     /// Elect a leader through a Lease; only the leader writes. Losing the lease exits the process.
     #[arg(long, env = "WAVE_LEADER_ELECTION", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
@@ -364,43 +431,23 @@ pub struct RunArgs {
         hide = true
     )]
     pub leader_election_lease_duration: u64,
+}
 
-    /// Workload writes per second across all kinds; `<= 0` means 1.0, `inf` disables the limit.
-    #[arg(long, env = "WAVE_UPDATE_RATE", default_value = "1.0", value_parser = parse_rate, allow_hyphen_values = true)]
-    pub update_rate: f64,
+impl LeaderElectionArgs {
+    /// The runtime's leader election; `None` without `--leader-election`.
+    pub fn into_config(self) -> Option<LeaderElection> {
+        self.leader_election.then_some(LeaderElection {
+            lease_name: self.leader_election_id,
+            namespace: self.leader_election_namespace,
+            duration_seconds: self.leader_election_lease_duration,
+        })
+    }
+}
 
-    /// Burst of the write token bucket; `<= 0` means 100.
-    #[arg(
-        long,
-        env = "WAVE_UPDATE_BURST",
-        default_value_t = 100,
-        allow_hyphen_values = true
-    )]
-    pub update_burst: i64,
-
-    /// Address of `/metrics` (Prometheus text format); `:8080` listens on every interface, IPv6 and
-    /// IPv4; `0` disables it.
-    #[arg(long, env = "WAVE_METRICS_BIND_ADDRESS", default_value = ":8080", value_parser = BindAddress::parse_optional)]
-    pub metrics_bind_address: OptionalAddress,
-
-    /// Address of `/livez` and `/readyz`; `0` disables it.
-    #[arg(long, env = "WAVE_HEALTH_BIND_ADDRESS", default_value = ":8081", value_parser = BindAddress::parse_optional)]
-    pub health_bind_address: OptionalAddress,
-
-    /// Log format.
-    #[arg(long, env = "WAVE_LOG_FORMAT", default_value = "text",
-          value_parser = PossibleValuesParser::new(LogFormat::NAMES).try_map(|s| s.parse::<LogFormat>()))]
-    pub log_format: LogFormat,
-
-    /// Log filter (tracing `EnvFilter` syntax, e.g. `info`, `wave=debug`).
-    #[arg(long, env = "WAVE_LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
-
-    /// Reconciles running at once. A config object used by many workloads wakes them all, and their
-    /// writes go out this many at a time; an idle worker costs nothing (docs/benchmarks.md, S3).
-    #[arg(long, env = "WAVE_CONCURRENCY", default_value_t = 64)]
-    pub concurrency: usize,
-
+/// `wave run`: the mutating admission webhook and its scheduling gate.
+#[derive(Clone, Debug, clap::Args)]
+#[command(next_help_heading = "Webhook")]
+pub struct WebhookArgs {
     /// Serve the mutating admission webhook: the hash at creation, and pods held by a scheduling gate
     /// until their required config exists (`--enable-webhooks`, Wave's spelling, works too).
     #[arg(long, alias = "enable-webhooks", env = "WAVE_ENABLE_WEBHOOK", num_args = 0..=1, require_equals = true,
@@ -450,57 +497,105 @@ pub struct RunArgs {
     pub webhook_service_name: String,
 
     /// How long the scheduling gate may hold a workload's pods before it is released with a Warning.
+    // `commands::DEFAULT_MAX_GATE` is this default for `wave explain`;
+    // `run_defaults_are_the_constants_the_rest_of_wave_assumes` checks that they agree.
     #[arg(long, env = "WAVE_MAX_GATE_DURATION", default_value = "10m", value_parser = parse_go_duration)]
     pub max_gate_duration: Duration,
+}
 
-    /// The least time between two config-triggered rollouts of one workload: the first change rolls at
-    /// once, later ones within the interval are merged into one rollout at its end (Go duration; `0`
-    /// turns this off). Annotation `wave.pusher.com/min-rollout-interval` overrides it per workload.
-    #[arg(long, env = "WAVE_MIN_ROLLOUT_INTERVAL", default_value = "5s", value_parser = parse_go_duration)]
-    pub min_rollout_interval: Duration,
+impl WebhookArgs {
+    /// The runtime's webhook settings; `None` without `--enable-webhook`. (`--max-gate-duration` is a
+    /// field of its own in [`Config`].)
+    pub fn config(&self) -> Option<WebhookConfig> {
+        self.enable_webhook.then(|| WebhookConfig {
+            address: self.webhook_bind_address,
+            configuration_name: self.webhook_configuration_name.clone(),
+            secret_name: self.webhook_secret_name.clone(),
+            token_secret_name: self.webhook_token_secret_name.clone(),
+            secret_namespace: self.webhook_secret_namespace.clone(),
+            service_name: self.webhook_service_name.clone(),
+            certificate: self.webhook_certificate,
+            certificate_lifetime: self.webhook_certificate_lifetime,
+        })
+    }
+}
 
-    /// A ConfigMap or Secret that changes more than this many times within --flap-window is flapping:
-    /// its changes roll nothing until it has been quiet for --flap-quiet. `0` turns this off.
-    #[arg(long, env = "WAVE_FLAP_THRESHOLD", default_value_t = 10)]
-    pub flap_threshold: usize,
+/// `wave run`: where metrics, health and logs go, and where start-up warnings are published.
+#[derive(Clone, Debug, clap::Args)]
+#[command(next_help_heading = "Observability")]
+pub struct ObservabilityArgs {
+    /// Address of `/metrics` (Prometheus text format); `:8080` listens on every interface, IPv6 and
+    /// IPv4; `0` disables it.
+    #[arg(long, env = "WAVE_METRICS_BIND_ADDRESS", default_value = ":8080", value_parser = BindAddress::parse_optional)]
+    pub metrics_bind_address: OptionalAddress,
 
-    /// The window --flap-threshold counts changes in (Go duration).
-    #[arg(long, env = "WAVE_FLAP_WINDOW", default_value = "10m", value_parser = parse_go_duration)]
-    pub flap_window: Duration,
+    /// Address of `/livez` and `/readyz`; `0` disables it.
+    #[arg(long, env = "WAVE_HEALTH_BIND_ADDRESS", default_value = ":8081", value_parser = BindAddress::parse_optional)]
+    pub health_bind_address: OptionalAddress,
 
-    /// How long a flapping object must stay unchanged before its final value rolls, once (Go duration).
-    #[arg(long, env = "WAVE_FLAP_QUIET", default_value = "5m", value_parser = parse_go_duration)]
-    pub flap_quiet: Duration,
+    /// Log format.
+    #[arg(long, env = "WAVE_LOG_FORMAT", default_value = "text",
+          value_parser = PossibleValuesParser::new(LogFormat::NAMES).try_map(|s| s.parse::<LogFormat>()))]
+    pub log_format: LogFormat,
 
-    /// Also manage CronJobs (`batch/v1`): the hash goes on the template of the Jobs they create, so the
-    /// next Job runs with the new config. Needs `get, list, watch, patch` on cronjobs.
-    #[arg(long, env = "WAVE_CRONJOBS")]
-    pub cronjobs: bool,
+    /// Log filter (tracing `EnvFilter` syntax, e.g. `info`, `wave=debug`).
+    #[arg(long, env = "WAVE_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
 
-    /// Also manage Argo Rollouts' Rollouts (`argoproj.io/v1alpha1`): the hash goes on `spec.template`.
-    /// Needs their CustomResourceDefinition, and `get, list, watch, patch` on rollouts.
-    #[arg(long, env = "WAVE_ARGO_ROLLOUTS")]
-    pub argo_rollouts: bool,
+    /// wave's own Deployment (NAMESPACE/NAME; the chart sets it): start-up warnings, such as a running
+    /// Reloader competing with `--reloader-compat`, are also published there as Warning Events.
+    #[arg(long, env = "WAVE_OWN_DEPLOYMENT", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
+    pub own_deployment: Option<SecretName>,
 
-    /// Also manage a resource with a pod template: `GROUP/VERSION/RESOURCE:JSON-POINTER` (repeatable, or
-    /// comma-separated), e.g. `example.com/v1/runners:/spec/template`. Its kind is looked up at start-up;
-    /// it needs `get, list, watch, patch` on the resource.
-    #[arg(long, env = "WAVE_WORKLOAD_RESOURCE", value_delimiter = ',', value_name = "G/V/R:POINTER",
-          value_parser = wave_core::kind::ResourceSpec::parse)]
-    pub workload_resource: Vec<wave_core::kind::ResourceSpec>,
+    /// controller-runtime logging flags, accepted so Wave's arguments work; `--zap-encoder=json` selects
+    /// JSON logs and `--zap-log-level` the level.
+    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub zap_devel: Option<String>,
+    #[arg(long, hide = true)]
+    #[doc(hidden)]
+    pub zap_encoder: Option<String>,
+    #[arg(long, hide = true)]
+    #[doc(hidden)]
+    pub zap_log_level: Option<String>,
+    #[arg(long, hide = true)]
+    #[doc(hidden)]
+    pub zap_stacktrace_level: Option<String>,
+    #[arg(long, hide = true)]
+    #[doc(hidden)]
+    pub zap_time_encoding: Option<String>,
+}
 
-    /// At most this many wave-triggered rollouts in progress at once, as the workloads' own status
-    /// shows; the rest wait, highest `wave.pusher.com/rollout-priority` first, then first come. With it,
-    /// a config version whose rollout fails rolls into no further workload. `0` turns this off.
-    #[arg(long, env = "WAVE_MAX_CONCURRENT_ROLLOUTS", default_value_t = 0)]
-    pub max_concurrent_rollouts: usize,
+impl ObservabilityArgs {
+    /// The effective log format, honouring `--zap-encoder=json`.
+    pub fn effective_log_format(&self) -> LogFormat {
+        match self.zap_encoder.as_deref() {
+            Some("json") => LogFormat::Json,
+            Some(_) => LogFormat::Text,
+            None => self.log_format,
+        }
+    }
 
-    /// With --max-concurrent-rollouts: how long a StatefulSet or DaemonSet rollout may take before it
-    /// counts as failed (Go duration; Deployments use their progressDeadlineSeconds). Annotation
-    /// `wave.pusher.com/rollout-deadline` overrides it per workload.
-    #[arg(long, env = "WAVE_ROLLOUT_DEADLINE", default_value = "10m", value_parser = parse_go_duration)]
-    pub rollout_deadline: Duration,
+    /// The effective log filter, honouring `--zap-log-level` (`debug`, `info`, `error`, or a number).
+    pub fn effective_log_level(&self) -> String {
+        match self.zap_log_level.as_deref() {
+            Some(level) if level.parse::<i32>().is_ok_and(|n| n > 0) => "debug".into(),
+            Some(level @ ("debug" | "info" | "warn" | "error")) => level.into(),
+            _ => self.log_level.clone(),
+        }
+    }
 
+    /// `--own-deployment` as a workload.
+    pub fn own_deployment(&self) -> Option<wave_core::workload::WorkloadRef> {
+        self.own_deployment
+            .as_ref()
+            .map(|d| wave_core::workload::WorkloadRef::new(WorkloadKind::DEPLOYMENT, &d.namespace, &d.name))
+    }
+}
+
+/// `wave run`: the two flags with which wave writes ConfigMaps and Secrets (each needs RBAC on them).
+#[derive(Clone, Debug, clap::Args)]
+#[command(next_help_heading = "Writing config objects")]
+pub struct ConfigWritesArgs {
     /// Keep a snapshot of the config behind each hash, for every workload that does not say
     /// `wave.pusher.com/config-history: "false"` (without it, only those that say `"true"`). Needs
     /// `create, patch` on configmaps and secrets and `list` on replicasets and controllerrevisions
@@ -516,20 +611,22 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_LEGACY_WAVE_CLEANUP", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub legacy_wave_cleanup: bool,
+}
 
-    /// Handle workloads opted in through Stakater Reloader's annotations as Reloader v1.4.21 does,
-    /// writing exactly what it writes, so switching from Reloader rolls nothing
-    /// (`docs/migrating-from-reloader.md`). Off by default: workloads that carry only Reloader's
-    /// annotations are left alone. When on and a running Reloader is found at start-up, wave warns
-    /// (log, `wave_reloader_running`, an Event on `--own-deployment`).
-    #[arg(long, env = "WAVE_RELOADER_COMPAT", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
-    pub reloader_compat: bool,
-
-    /// wave's own Deployment (NAMESPACE/NAME; the chart sets it): start-up warnings, such as a running
-    /// Reloader competing with `--reloader-compat`, are also published there as Warning Events.
-    #[arg(long, env = "WAVE_OWN_DEPLOYMENT", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
-    pub own_deployment: Option<SecretName>,
+/// `wave run`: Stakater Reloader compatibility; every flag but `--reloader-compat` needs it.
+#[derive(Clone, Debug, clap::Args)]
+#[command(next_help_heading = "Reloader compatibility")]
+#[command(mut_arg("reloader_compat", |a| a.help(
+    "Handle workloads opted in through Stakater Reloader's annotations as Reloader v1.4.21 does, \
+     writing exactly what it writes, so switching from Reloader rolls nothing \
+     (`docs/migrating-from-reloader.md`). Off by default: workloads that carry only Reloader's \
+     annotations are left alone. When on and a running Reloader is found at start-up, wave warns \
+     (log, `wave_reloader_running`, an Event on `--own-deployment`)",
+)))]
+pub struct ReloaderArgs {
+    /// `--reloader-compat`, with `wave run`'s help text (`mut_arg` above).
+    #[command(flatten)]
+    pub compat: ReloaderCompatArg,
 
     /// For Reloader-annotated workloads: how a reload is written, as Reloader's flag of the same name:
     /// `env-vars` (a `STAKATER_<NAME>_<KIND>` env var) or `annotations` (`last-reloaded-from`).
@@ -567,146 +664,80 @@ pub struct RunArgs {
     #[arg(long, env = "WAVE_RELOAD_ON_DELETE", num_args = 0..=1, require_equals = true, requires = "reloader_compat",
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub reload_on_delete: bool,
+}
 
-    /// Key the config hash: HMAC-SHA256 under the `hash-key` of this Secret (NAMESPACE/NAME), so no pod
-    /// template carries a digest of a Secret that can be guessed offline. Changes every hash once.
-    #[arg(long, env = "WAVE_HASH_KEY_SECRET", value_name = "NAMESPACE/NAME", value_parser = SecretName::parse)]
-    pub hash_key_secret: Option<SecretName>,
-
-    /// Whether `extra-configmaps` / `extra-secrets` may name config in another namespace
-    /// (`namespace/name`): `deny` leaves such entries out of every hash, unread, with a Warning Event;
-    /// `allow` hashes them as Wave does (docs/security.md, "Cross-namespace references").
-    #[arg(long, env = "WAVE_CROSS_NAMESPACE_REFERENCES", default_value = "deny", value_parser = CrossNamespace::parse)]
-    pub cross_namespace_references: CrossNamespace,
-
-    /// controller-runtime logging flags, accepted so Wave's arguments work; `--zap-encoder=json` selects
-    /// JSON logs and `--zap-log-level` the level.
-    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    pub zap_devel: Option<String>,
-    #[arg(long, hide = true)]
-    #[doc(hidden)]
-    pub zap_encoder: Option<String>,
-    #[arg(long, hide = true)]
-    #[doc(hidden)]
-    pub zap_log_level: Option<String>,
-    #[arg(long, hide = true)]
-    #[doc(hidden)]
-    pub zap_stacktrace_level: Option<String>,
-    #[arg(long, hide = true)]
-    #[doc(hidden)]
-    pub zap_time_encoding: Option<String>,
+impl ReloaderArgs {
+    /// The Reloader options; `None` without `--reloader-compat`.
+    pub fn into_config(self) -> Option<wave_core::reloader::Options> {
+        self.compat.reloader_compat.then(|| wave_core::reloader::Options {
+            strategy: self.reload_strategy,
+            auto_reload_all: self.auto_reload_all,
+            ignored_kinds: self
+                .resources_to_ignore
+                .iter()
+                .map(|kind| match kind.as_str() {
+                    "secrets" => ConfigKind::Secret,
+                    _ => ConfigKind::ConfigMap,
+                })
+                .collect(),
+            reload_on_create: self.reload_on_create,
+            resource_selector: self.resource_label_selector,
+            reload_on_delete: self.reload_on_delete,
+        })
+    }
 }
 
 impl RunArgs {
-    /// The runtime's configuration.
+    /// The runtime's configuration, group by group.
     pub fn into_config(self) -> Config {
+        let RunArgs {
+            watch,
+            hashing,
+            rate,
+            rollout,
+            leader_election,
+            webhook,
+            observability,
+            config_writes,
+            reloader,
+        } = self;
         Config {
-            namespaces: self.namespace_set(),
-            namespaces_to_ignore: self
-                .namespaces_to_ignore
-                .iter()
-                .map(|n| n.trim().to_string())
-                .filter(|n| !n.is_empty())
-                .collect(),
-            namespace_selector: self.namespace_selector.clone(),
-            sync_period: self.sync_period,
-            leader_election: self.leader_election.then(|| LeaderElection {
-                lease_name: self.leader_election_id.clone(),
-                namespace: self.leader_election_namespace.clone(),
-                duration_seconds: self.leader_election_lease_duration,
-            }),
-            update_rate: self.update_rate,
-            update_burst: self.burst(),
-            metrics_address: self.metrics_bind_address,
-            health_address: self.health_bind_address,
-            log_format: self.effective_log_format(),
-            log_filter: self.effective_log_level(),
-            concurrency: self.concurrency,
-            webhook: self.enable_webhook.then(|| WebhookConfig {
-                address: self.webhook_bind_address,
-                configuration_name: self.webhook_configuration_name.clone(),
-                secret_name: self.webhook_secret_name.clone(),
-                token_secret_name: self.webhook_token_secret_name.clone(),
-                secret_namespace: self.webhook_secret_namespace.clone(),
-                service_name: self.webhook_service_name.clone(),
-                certificate: self.webhook_certificate,
-                certificate_lifetime: self.webhook_certificate_lifetime,
-            }),
-            max_gate_duration: self.max_gate_duration,
-            hash_key_secret: self.hash_key_secret.clone(),
-            cross_namespace: self.cross_namespace_references,
-            min_rollout_interval: self.min_rollout_interval,
-            flap: wave_core::flap::FlapPolicy {
-                threshold: self.flap_threshold,
-                window: self.flap_window,
-                quiet: self.flap_quiet,
-            },
-            kinds: WorkloadKind::BUILT_IN
-                .into_iter()
-                .chain(self.cronjobs.then_some(WorkloadKind::CRON_JOB))
-                .chain(self.argo_rollouts.then_some(WorkloadKind::ROLLOUT))
-                .collect(),
-            workload_resources: self.workload_resource.clone(),
-            max_concurrent_rollouts: self.max_concurrent_rollouts,
-            rollout_deadline: self.rollout_deadline,
-            config_history: self.config_history,
-            legacy_wave_cleanup: self.legacy_wave_cleanup,
-            reloader: self.reloader_compat.then(|| wave_core::reloader::Options {
-                strategy: self.reload_strategy,
-                auto_reload_all: self.auto_reload_all,
-                ignored_kinds: self
-                    .resources_to_ignore
-                    .iter()
-                    .map(|kind| match kind.as_str() {
-                        "secrets" => ConfigKind::Secret,
-                        _ => ConfigKind::ConfigMap,
-                    })
-                    .collect(),
-                reload_on_create: self.reload_on_create,
-                resource_selector: self.resource_label_selector.clone(),
-                reload_on_delete: self.reload_on_delete,
-            }),
-            own_deployment: self.own_deployment.as_ref().map(|d| {
-                wave_core::workload::WorkloadRef::new(WorkloadKind::DEPLOYMENT, &d.namespace, &d.name)
-            }),
+            namespaces: watch.namespace_set(),
+            namespaces_to_ignore: watch.ignored_namespaces(),
+            namespace_selector: watch.namespace_selector.clone(),
+            sync_period: watch.sync_period,
+            kinds: watch.kinds(),
+            workload_resources: watch.workload_resource,
+
+            hash_key_secret: hashing.hash_key.hash_key_secret,
+            cross_namespace: hashing.cross_namespace.cross_namespace_references,
+
+            update_rate: rate.update_rate,
+            update_burst: rate.burst(),
+            concurrency: rate.concurrency,
+
+            min_rollout_interval: rollout.min_rollout_interval,
+            flap: rollout.flap(),
+            max_concurrent_rollouts: rollout.max_concurrent_rollouts,
+            rollout_deadline: rollout.rollout_deadline,
+
+            leader_election: leader_election.into_config(),
+
+            webhook: webhook.config(),
+            max_gate_duration: webhook.max_gate_duration,
+
+            metrics_address: observability.metrics_bind_address,
+            health_address: observability.health_bind_address,
+            log_format: observability.effective_log_format(),
+            log_filter: observability.effective_log_level(),
+            own_deployment: observability.own_deployment(),
+
+            config_history: config_writes.config_history,
+            legacy_wave_cleanup: config_writes.legacy_wave_cleanup,
+
+            reloader: reloader.into_config(),
+
             build: BUILD,
-        }
-    }
-
-    /// The namespaces to watch, `None` for all. Entries are not trimmed (Wave); empty ones are dropped.
-    pub fn namespace_set(&self) -> Option<BTreeSet<String>> {
-        let set: BTreeSet<String> = self
-            .namespaces
-            .split(',')
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .collect();
-        (!set.is_empty()).then_some(set)
-    }
-
-    /// The burst, with Wave's `<= 0` ⇒ default rule.
-    pub fn burst(&self) -> u32 {
-        u32::try_from(self.update_burst)
-            .ok()
-            .filter(|b| *b > 0)
-            .unwrap_or(ratelimit::DEFAULT_BURST)
-    }
-
-    /// The effective log format, honouring `--zap-encoder=json`.
-    pub fn effective_log_format(&self) -> LogFormat {
-        match self.zap_encoder.as_deref() {
-            Some("json") => LogFormat::Json,
-            Some(_) => LogFormat::Text,
-            None => self.log_format,
-        }
-    }
-
-    /// The effective log filter, honouring `--zap-log-level` (`debug`, `info`, `error`, or a number).
-    pub fn effective_log_level(&self) -> String {
-        match self.zap_log_level.as_deref() {
-            Some(level) if level.parse::<i32>().is_ok_and(|n| n > 0) => "debug".into(),
-            Some(level @ ("debug" | "info" | "warn" | "error")) => level.into(),
-            _ => self.log_level.clone(),
         }
     }
 }
@@ -863,25 +894,28 @@ mod tests {
             "--zap-encoder=json",
             "--zap-devel",
         ]);
-        assert!(run.leader_election);
-        assert_eq!(run.leader_election_namespace.as_deref(), Some("ops"));
-        assert_eq!(run.sync_period, Duration::from_secs(300));
-        assert!(run.update_rate.is_infinite());
-        assert_eq!(run.burst(), 100, "<= 0 means the default");
-        assert_eq!(run.effective_log_format(), LogFormat::Json);
+        assert!(run.leader_election.leader_election);
+        assert_eq!(
+            run.leader_election.leader_election_namespace.as_deref(),
+            Some("ops")
+        );
+        assert_eq!(run.watch.sync_period, Duration::from_secs(300));
+        assert!(run.rate.update_rate.is_infinite());
+        assert_eq!(run.rate.burst(), 100, "<= 0 means the default");
+        assert_eq!(run.observability.effective_log_format(), LogFormat::Json);
     }
 
     #[test]
     fn single_dash_long_flags_and_bare_booleans_are_go_syntax() {
         let run = parse(&["run", "-leader-election", "-namespaces", "a,b", "-update-burst=5"]);
-        assert!(run.leader_election);
+        assert!(run.leader_election.leader_election);
         assert_eq!(
-            run.namespace_set(),
+            run.watch.namespace_set(),
             Some(["a".to_string(), "b".to_string()].into())
         );
-        assert_eq!(run.burst(), 5);
+        assert_eq!(run.rate.burst(), 5);
         let run = parse(&["run", "--leader-election=false"]);
-        assert!(!run.leader_election);
+        assert!(!run.leader_election.leader_election);
     }
 
     #[test]
@@ -893,19 +927,43 @@ mod tests {
             "--update-rate=2",
             "--update-rate=3",
         ]);
-        assert_eq!(run.log_level, "info");
-        assert_eq!(run.update_rate, 3.0);
+        assert_eq!(run.observability.log_level, "info");
+        assert_eq!(run.rate.update_rate, 3.0);
         let run = parse(&["--leader-election=true", "--leader-election=false"]);
-        assert!(!run.leader_election);
+        assert!(!run.leader_election.leader_election);
     }
 
     #[test]
     fn namespaces_are_not_trimmed_and_empty_means_all() {
-        assert_eq!(parse(&["run"]).namespace_set(), None);
+        assert_eq!(parse(&["run"]).watch.namespace_set(), None);
         let run = parse(&["run", "--namespaces=a, b"]);
         assert_eq!(
-            run.namespace_set(),
+            run.watch.namespace_set(),
             Some(["a".to_string(), " b".to_string()].into())
         );
+    }
+
+    #[test]
+    fn run_defaults_are_the_constants_the_rest_of_wave_assumes() {
+        let config = parse(&["run"]).into_config();
+        assert_eq!(config.update_rate, ratelimit::DEFAULT_RATE);
+        assert_eq!(config.update_burst, ratelimit::DEFAULT_BURST);
+        assert_eq!(config.min_rollout_interval, wave_core::coalesce::DEFAULT_INTERVAL);
+        assert_eq!(config.flap, FlapPolicy::DEFAULT);
+        assert_eq!(config.rollout_deadline, wave_core::pace::DEFAULT_ROLLOUT_DEADLINE);
+        assert_eq!(
+            config.max_gate_duration,
+            crate::commands::DEFAULT_MAX_GATE,
+            "wave explain assumes this gate timeout"
+        );
+        assert_eq!(config.cross_namespace, CrossNamespace::Deny);
+    }
+
+    #[test]
+    fn the_command_tree_passes_clap_s_own_consistency_checks() {
+        // Catches a `requires`, `conflicts_with` or `mut_arg` naming an argument that a regrouping
+        // renamed or moved out of reach.
+        use clap::CommandFactory as _;
+        Cli::command().debug_assert();
     }
 }

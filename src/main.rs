@@ -46,11 +46,7 @@ fn main() -> ExitCode {
         Command::Diff(args) => runtime
             .block_on(wave::commands::history::run_diff(&args))
             .map_err(failure),
-        Command::Completion(args) => {
-            use clap::CommandFactory as _;
-            clap_complete::generate(args.shell, &mut Cli::command(), "wave", &mut std::io::stdout());
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Completion(args) => Ok(wave::commands::completion::run(&args)),
         Command::Status(args) => runtime
             .block_on(wave::commands::status::run(&args))
             .map_err(failure),

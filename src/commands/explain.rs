@@ -12,7 +12,32 @@ use wave_runtime::api;
 use wave_runtime::config::SecretName;
 
 use super::{CommandError, cluster_error, workload_target};
-use crate::cli::ExplainArgs;
+use crate::cli::{ClusterArgs, CrossNamespaceArg, HashKeySecretArg, OutputArg, ReloaderCompatArg};
+
+/// Flags of `wave explain`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// `deployment/NAME`, `statefulset/NAME` or `daemonset/NAME` (also `deploy`, `sts`, `ds`).
+    pub target: String,
+    /// Namespace; defaults to the kubeconfig's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// `--hash-key-secret`, as `wave run` has it.
+    #[command(flatten)]
+    pub hash_key: HashKeySecretArg,
+    /// `--cross-namespace-references`, as `wave run` has it.
+    #[command(flatten)]
+    pub cross_namespace: CrossNamespaceArg,
+    /// `--reloader-compat`, as `wave run` has it.
+    #[command(flatten)]
+    pub reloader: ReloaderCompatArg,
+    /// `-o/--output`.
+    #[command(flatten)]
+    pub output: OutputArg,
+}
 
 #[derive(serde::Serialize)]
 struct ReferenceView {
@@ -61,13 +86,13 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
         .await
         .map_err(cluster_error(format!("reading {id}")))?
         .ok_or_else(|| CommandError::NotFound(id.to_string()))?;
-    let hashing = hashing(&client, args.hash_key_secret.as_ref()).await?;
+    let hashing = hashing(&client, args.hash_key.hash_key_secret.as_ref()).await?;
     let a = assess(
         &client,
         &workload,
         &hashing,
-        args.cross_namespace_references,
-        args.reloader_compat,
+        args.cross_namespace.cross_namespace_references,
+        args.reloader.reloader_compat,
     )
     .await?;
     let e = Explanation {
@@ -79,7 +104,7 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
         status: a.status,
         reason: a.reason,
     };
-    if !super::print_structured(args.output, &e) {
+    if !super::print_structured(args.output.output, &e) {
         print_table(&e);
     }
     Ok(ExitCode::SUCCESS)

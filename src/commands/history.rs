@@ -17,7 +17,39 @@ use wave_core::workload::Workload;
 use wave_runtime::api;
 
 use super::{CommandError, cluster_error, read_workload};
-use crate::cli::{DiffArgs, HistoryArgs};
+use crate::cli::{ClusterArgs, OutputArg};
+
+/// Flags of `wave history`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct HistoryArgs {
+    /// `deployment/NAME`, `statefulset/NAME` or `daemonset/NAME`.
+    pub target: String,
+    /// Namespace of the workload; defaults to the kubeconfig's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// `-o/--output`.
+    #[command(flatten)]
+    pub output: OutputArg,
+}
+
+/// Flags of `wave diff`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct DiffArgs {
+    /// `deployment/NAME`, `statefulset/NAME` or `daemonset/NAME`.
+    pub target: String,
+    /// Namespace of the workload; defaults to the kubeconfig's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The revision whose change to show, from the revision before it (`wave history` lists them).
+    #[arg(long)]
+    pub revision: i64,
+}
 
 /// One revision with its snapshot, if wave kept one.
 struct Entry {
@@ -112,7 +144,7 @@ pub async fn run_history(args: &HistoryArgs) -> Result<ExitCode, CommandError> {
             }
         })
         .collect();
-    if super::print_structured(args.output, &views) {
+    if super::print_structured(args.output.output, &views) {
         return Ok(ExitCode::SUCCESS);
     }
     println!("{} (newest first)", workload.id);

@@ -11,7 +11,33 @@ use wave_core::workload::Workload;
 use wave_runtime::api;
 
 use super::{CommandError, cluster_error, config_target, halts_of, workloads_in};
-use crate::cli::{ImpactArgs, Output};
+use crate::cli::{ClusterArgs, CrossNamespaceArg, Output, OutputArg};
+
+/// Flags of `wave impact`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ImpactArgs {
+    /// `configmap/NAME` or `secret/NAME`.
+    pub target: String,
+    /// Namespace of the object; defaults to the kubeconfig's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Only these keys change: workloads using only other keys are listed as unaffected.
+    #[arg(long, value_delimiter = ',')]
+    pub keys: Option<Vec<String>>,
+    /// Look for workloads in every namespace (`extra-configmaps` / `extra-secrets` can reference the
+    /// object from another one); without it, only the object's namespace is listed.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// `--cross-namespace-references`, as `wave run` has it.
+    #[command(flatten)]
+    pub cross_namespace: CrossNamespaceArg,
+    /// `-o/--output`.
+    #[command(flatten)]
+    pub output: OutputArg,
+}
 
 #[derive(serde::Serialize)]
 struct Row {
@@ -32,7 +58,7 @@ pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
         .await
         .map_err(cluster_error(format!("reading {key}")))?;
     if meta.as_ref().is_some_and(is_ignored) {
-        if !super::print_structured(args.output, &Vec::<()>::new()) {
+        if !super::print_structured(args.output.output, &Vec::<()>::new()) {
             println!(
                 "{key} is ignored ({}: \"true\"): a change to it rolls nothing.",
                 names::IGNORE
@@ -58,7 +84,7 @@ pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
         .map(|w| Row {
             workload: w.id.to_string(),
             impact: impact(
-                &w.references(args.cross_namespace_references),
+                &w.references(args.cross_namespace.cross_namespace_references),
                 &key,
                 changed.as_ref(),
             ),
@@ -66,9 +92,9 @@ pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
         })
         .filter(|r| r.impact != Impact::NotReferenced)
         .collect();
-    match args.output {
+    match args.output.output {
         Output::Json | Output::Yaml => {
-            super::print_structured(args.output, &rows);
+            super::print_structured(args.output.output, &rows);
         }
         Output::Table if rows.is_empty() => println!("No opted-in workload references {key}."),
         Output::Table => {

@@ -1,9 +1,14 @@
 //! The client commands: `wave hash` (offline), `wave explain`, `wave impact`, `wave resume`,
-//! `wave unpin`, `wave history`, `wave diff` and `wave status` (live cluster). They use the same discovery, hash, plan and pacing code as the controller.
+//! `wave unpin`, `wave history`, `wave diff` and `wave status` (live cluster), and `wave completion`.
+//! They use the same discovery, hash, plan and pacing code as the controller.
+//!
+//! Each module holds its command's clap arguments (`<Name>Args`) beside the `run` that uses them; a flag
+//! that several commands take is a shared struct in [`crate::cli`].
 //!
 //! Exit codes: 0 success; 1 `wave hash` found missing required config; 2 bad usage or unreadable input;
 //! 3 the cluster could not be asked, or the object does not exist.
 
+pub mod completion;
 pub mod explain;
 pub mod hash;
 pub mod history;

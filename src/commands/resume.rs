@@ -13,7 +13,20 @@ use wave_core::pace::Marker;
 use wave_runtime::api;
 
 use super::{CommandError, cluster_error, config_target, halts_of, workloads_in};
-use crate::cli::ResumeArgs;
+use crate::cli::ClusterArgs;
+
+/// Flags of `wave resume`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ResumeArgs {
+    /// `configmap/NAME` or `secret/NAME`.
+    pub target: String,
+    /// Namespace of the object; defaults to the kubeconfig's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
 
 /// Runs `wave resume`.
 pub async fn run(args: &ResumeArgs) -> Result<ExitCode, CommandError> {

@@ -13,7 +13,35 @@ use wave_core::workload::Workload;
 
 use super::explain::{assess, hashing};
 use super::{CommandError, read_workload, workloads_in};
-use crate::cli::StatusArgs;
+use crate::cli::{ClusterArgs, CrossNamespaceArg, HashKeySecretArg, OutputArg, ReloaderCompatArg};
+
+/// Flags of `wave status`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct StatusArgs {
+    /// One workload (`deployment/NAME`, ...); all opted-in workloads of the namespace without it.
+    pub target: Option<String>,
+    /// Namespace; defaults to the kubeconfig's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Every namespace.
+    #[arg(short = 'A', long, conflicts_with_all = ["namespace", "target"])]
+    pub all_namespaces: bool,
+    /// `--hash-key-secret`, as `wave run` has it.
+    #[command(flatten)]
+    pub hash_key: HashKeySecretArg,
+    /// `--cross-namespace-references`, as `wave run` has it.
+    #[command(flatten)]
+    pub cross_namespace: CrossNamespaceArg,
+    /// `--reloader-compat`, as `wave run` has it.
+    #[command(flatten)]
+    pub reloader: ReloaderCompatArg,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// `-o/--output`.
+    #[command(flatten)]
+    pub output: OutputArg,
+}
 
 #[derive(serde::Serialize)]
 struct StatusView {
@@ -49,7 +77,7 @@ pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
             .filter(Workload::is_opted_in)
             .collect(),
     };
-    let hashing = hashing(&client, args.hash_key_secret.as_ref()).await?;
+    let hashing = hashing(&client, args.hash_key.hash_key_secret.as_ref()).await?;
     let now = Timestamp::now();
     let mut views = Vec::new();
     for w in &workloads {
@@ -57,8 +85,8 @@ pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
             &client,
             w,
             &hashing,
-            args.cross_namespace_references,
-            args.reloader_compat,
+            args.cross_namespace.cross_namespace_references,
+            args.reloader.reloader_compat,
         )
         .await?;
         views.push(StatusView {
@@ -76,7 +104,7 @@ pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
             },
         });
     }
-    if super::print_structured(args.output, &views) {
+    if super::print_structured(args.output.output, &views) {
         return Ok(ExitCode::SUCCESS);
     }
     if views.is_empty() {

@@ -7,7 +7,20 @@ use wave_core::undo::{self, Pin};
 use wave_runtime::api;
 
 use super::{CommandError, cluster_error, workload_target};
-use crate::cli::UnpinArgs;
+use crate::cli::ClusterArgs;
+
+/// Flags of `wave unpin`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct UnpinArgs {
+    /// `deployment/NAME`, `statefulset/NAME` or `daemonset/NAME`.
+    pub target: String,
+    /// Namespace of the workload; defaults to the kubeconfig's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
 
 /// Runs `wave unpin`.
 pub async fn run(args: &UnpinArgs) -> Result<ExitCode, CommandError> {
