@@ -213,6 +213,8 @@ pub struct Census {
     pub halts: BTreeMap<Version, Halt>,
     /// The earliest time a rolling StatefulSet or DaemonSet passes its deadline.
     pub next_deadline: Option<Timestamp>,
+    /// Failed workloads whose marker does not record the failure yet (`unrecorded_failure`).
+    pub unrecorded: BTreeSet<WorkloadRef>,
 }
 
 impl Census {
@@ -259,7 +261,12 @@ pub fn census<'a>(
                 }
                 // A failure wave recorded stays one, whatever the workload's status says now.
                 State::Complete | State::Paused => marker.failed.clone(),
-                State::Failed(why) => Some(why),
+                State::Failed(why) => {
+                    if marker.failed.is_none() {
+                        c.unrecorded.insert(w.id.clone());
+                    }
+                    Some(why)
+                }
             }
         } else {
             // Taken elsewhere since (an undo, a hand edit): only a recorded failure still counts.
@@ -337,7 +344,13 @@ pub struct Pacer {
     waiting: HashMap<WorkloadRef, Ticket>,
     admitted: HashMap<WorkloadRef, String>,
     halted: BTreeMap<WorkloadRef, Version>,
-    halts: BTreeSet<Version>,
+    /// The halts as last seen.
+    halts: BTreeMap<Version, Halt>,
+    /// Halts whose failed workload was deleted: the cluster no longer shows them, so memory keeps
+    /// them until the object changes (a rollout of another version of it is admitted). A restart
+    /// forgets them (`docs/behaviour.md`, "Halting a bad config").
+    orphaned: BTreeMap<Version, Halt>,
+    unrecorded: BTreeSet<WorkloadRef>,
     next_seq: u64,
 }
 
@@ -348,6 +361,8 @@ pub struct HaltChanges {
     pub new: Vec<Halt>,
     /// Whether a halt ended (by a new version or by hand): the workloads it held are to look again.
     pub ended: bool,
+    /// Workloads newly failed whose failure is to be recorded on their marker: to look again once.
+    pub to_record: Vec<WorkloadRef>,
 }
 
 impl Pacer {
@@ -358,7 +373,9 @@ impl Pacer {
             waiting: HashMap::new(),
             admitted: HashMap::new(),
             halted: BTreeMap::new(),
-            halts: BTreeSet::new(),
+            halts: BTreeMap::new(),
+            orphaned: BTreeMap::new(),
+            unrecorded: BTreeSet::new(),
             next_seq: 0,
         }
     }
@@ -382,17 +399,31 @@ impl Pacer {
         self.admitted
             .retain(|id, hash| lookup(id).is_some_and(|w| w.current_hash() != Some(hash.as_str())));
         c.rolling.extend(self.admitted.keys().cloned());
-        let now_halted: BTreeSet<Version> = c.halts.keys().cloned().collect();
+        for (version, halt) in std::mem::take(&mut c.halts) {
+            self.orphaned.remove(&version);
+            c.halts.insert(version, halt);
+        }
+        for (version, halt) in &self.orphaned {
+            c.halts.entry(version.clone()).or_insert_with(|| halt.clone());
+        }
+        let to_record = c
+            .unrecorded
+            .iter()
+            .filter(|id| !self.unrecorded.contains(*id))
+            .cloned()
+            .collect();
+        self.unrecorded = c.unrecorded.clone();
         let changes = HaltChanges {
             new: c
                 .halts
                 .values()
-                .filter(|h| !self.halts.contains(&h.version))
+                .filter(|h| !self.halts.contains_key(&h.version))
                 .cloned()
                 .collect(),
-            ended: self.halts.iter().any(|v| !now_halted.contains(v)),
+            ended: self.halts.keys().any(|v| !c.halts.contains_key(v)),
+            to_record,
         };
-        self.halts = now_halted;
+        self.halts = c.halts.clone();
         (c, changes)
     }
 
@@ -480,6 +511,25 @@ impl Pacer {
     pub fn forget(&mut self, id: &WorkloadRef) {
         self.waiting.remove(id);
         self.halted.remove(id);
+    }
+
+    /// `id` was deleted. A halt its failure caused stays (see `orphaned`).
+    pub fn deleted(&mut self, id: &WorkloadRef) {
+        self.forget(id);
+        self.admitted.remove(id);
+        for halt in self.halts.values().filter(|h| &h.failed == id) {
+            self.orphaned.insert(halt.version.clone(), halt.clone());
+        }
+    }
+
+    /// A rollout delivering `delivers` was admitted: halts of other versions of those objects whose
+    /// failed workload is gone end (the object changed since).
+    pub fn superseded(&mut self, delivers: &[Version]) {
+        self.orphaned.retain(|halted, _| {
+            !delivers
+                .iter()
+                .any(|v| v.object == halted.object && v.digest != halted.digest)
+        });
     }
 
     /// Gives back the slot taken for a write that was not made.
@@ -750,6 +800,30 @@ mod tests {
         assert_eq!(
             unrecorded_failure(&rolled("ok", "h", "bad", done()), DEFAULT_ROLLOUT_DEADLINE, now()),
             None
+        );
+    }
+
+    #[test]
+    fn a_halt_outlives_the_deletion_of_its_failed_workload_until_the_object_changes() {
+        let mut p = Pacer::new(5);
+        let ws = [rolled("failed", "h", "bad", failed())];
+        let lookup = |i: &WorkloadRef| ws.iter().find(|w| &w.id == i);
+        let (_, changes) = p.census(&ws, lookup, DEFAULT_ROLLOUT_DEADLINE, now());
+        assert_eq!(
+            changes.to_record,
+            [id("failed")],
+            "its failure is to be recorded, once"
+        );
+        p.deleted(&id("failed"));
+        let (c, changes) = p.census([], |_| None, DEFAULT_ROLLOUT_DEADLINE, now());
+        let bad = [v("ConfigMap/ns/cm", "bad")];
+        assert!(c.halt_for(&bad).is_some(), "still halted");
+        assert!(!changes.ended && changes.to_record.is_empty());
+        p.superseded(&[v("ConfigMap/ns/cm", "fixed")]);
+        let (c, changes) = p.census([], |_| None, DEFAULT_ROLLOUT_DEADLINE, now());
+        assert!(
+            c.halt_for(&bad).is_none() && changes.ended,
+            "a new version ends it"
         );
     }
 

@@ -10,8 +10,12 @@
 //! ```
 //!
 //! One key is never reconciled twice at once, duplicates merge, and an add during a reconcile is not lost.
+//!
+//! Delayed adds (a retry, a coalesced or held rollout looking again) go through [`Delays`]: one entry
+//! per key, the earliest due time winning, as kube-runtime's scheduler merges them. A workload held
+//! for minutes and woken by every event in between then has one timer, not one per event.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::time::Instant;
 
@@ -88,6 +92,75 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     }
 }
 
+/// Keys to add later, one entry per key (see the module docs).
+#[derive(Debug)]
+pub struct Delays<K> {
+    by_time: BTreeMap<(Instant, u64), K>,
+    by_key: HashMap<K, ((Instant, u64), Option<Instant>)>,
+    seq: u64,
+}
+
+impl<K> Default for Delays<K> {
+    fn default() -> Self {
+        Self {
+            by_time: BTreeMap::new(),
+            by_key: HashMap::new(),
+            seq: 0,
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash> Delays<K> {
+    /// Schedules `key` for `at`; an entry due earlier stays (its trigger time merges). Returns whether
+    /// the earliest due time moved earlier (a sleeping timer is to wake and re-arm).
+    pub fn schedule(&mut self, key: K, at: Instant, triggered: Option<Instant>) -> bool {
+        let before = self.next_due();
+        if let Some((slot, was)) = self.by_key.get_mut(&key) {
+            *was = earliest(*was, triggered);
+            if slot.0 <= at {
+                return false;
+            }
+            let old = *slot;
+            self.by_time.remove(&old);
+        }
+        let slot = (at, self.seq);
+        self.seq += 1;
+        let triggered = self.by_key.get(&key).and_then(|(_, t)| *t).or(triggered);
+        self.by_time.insert(slot, key.clone());
+        self.by_key.insert(key, (slot, triggered));
+        before.is_none_or(|b| at < b)
+    }
+
+    /// When the next key is due.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.by_time.keys().next().map(|(at, _)| *at)
+    }
+
+    /// The keys due at `now`, removed, in due order.
+    pub fn pop_due(&mut self, now: Instant) -> Vec<(K, Option<Instant>)> {
+        let mut due = Vec::new();
+        while let Some(entry) = self.by_time.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let key = entry.remove();
+            let triggered = self.by_key.remove(&key).and_then(|(_, t)| t);
+            due.push((key, triggered));
+        }
+        due
+    }
+
+    /// How many keys wait.
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// Whether none wait.
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+}
+
 #[cfg(test)]
 // The tests need one real `Instant` to count from; the code under test never reads the clock.
 #[allow(clippy::disallowed_methods)]
@@ -128,5 +201,24 @@ mod tests {
         }
         let order: Vec<_> = std::iter::from_fn(|| q.pop().map(|(k, _)| k)).collect();
         assert_eq!(order, ["a", "b", "c"]);
+    }
+
+    #[test]
+    #[allow(clippy::disallowed_methods)] // one real Instant to count from
+    fn a_key_scheduled_many_times_has_one_entry_due_at_its_earliest_time() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + std::time::Duration::from_secs(s);
+        let mut d = Delays::default();
+        assert!(d.schedule("w", at(10), None), "the first entry arms the timer");
+        for s in 11..1000 {
+            assert!(!d.schedule("w", at(s), Some(at(1))), "a later time merges");
+        }
+        assert_eq!(d.len(), 1);
+        assert!(d.schedule("w", at(5), None), "an earlier time moves it");
+        assert!(!d.schedule("x", at(7), None), "x is due after w: the timer stays");
+        assert_eq!(d.next_due(), Some(at(5)));
+        assert!(d.pop_due(at(4)).is_empty());
+        assert_eq!(d.pop_due(at(7)), [("w", Some(at(1))), ("x", None)]);
+        assert!(d.is_empty() && d.next_due().is_none());
     }
 }

@@ -173,6 +173,11 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     let changes = watch::changes(&client, &scopes, ctx.watch_health.clone(), &metrics);
     let live = &ctx.liveness;
     live.spawn_essential("the watch router", route(ctx.clone(), changes));
+    let timer = ctx.clone();
+    live.spawn_essential(
+        "the delayed-add timer",
+        async move { timer.queue.run_timer().await },
+    );
     let failures = Arc::new(Mutex::new(HashMap::new()));
     for _ in 0..config.concurrency.max(1) {
         live.spawn_essential("a reconcile worker", work(ctx.clone(), failures.clone()));
@@ -238,7 +243,7 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
             ctx.denied.forget(id);
             ctx.coalescer().forget(id);
             ctx.settled().remove(id);
-            ctx.pacer().forget(id);
+            ctx.pacer().deleted(id);
             ctx.known_hashes.forget(id);
             ctx.kept_snapshots.forget(id);
             ctx.legacy_reports.forget(id);
@@ -270,7 +275,8 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
         for id in fx.enqueue {
             ctx.queue.add(id, triggered);
         }
-        if !fx.progressed.is_empty() {
+        // A deleted (or opted-out) workload frees its slot without a progress event of its own.
+        if !fx.progressed.is_empty() || !fx.deleted.is_empty() {
             let halts = pacing::progressed(&ctx);
             if !halts.new.is_empty() {
                 pacing::announce(&ctx, halts);

@@ -165,6 +165,9 @@ pub fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Option<Outc
         let mut pacer = ctx.pacer();
         let (census, changes, wake) = look(ctx, &tracker, &mut pacer);
         let admission = pacer.decide(&workload.id, &marker.hash, priority, &census);
+        if admission == Admission::Go {
+            pacer.superseded(&marker.delivers());
+        }
         update_metrics(ctx, &census, &pacer);
         (admission, census, changes, wake)
     };
@@ -194,7 +197,7 @@ pub fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Option<Outc
                     note,
                 );
             }
-            Some(Outcome::Queued(recheck(&census)))
+            Some(Outcome::Queued(Some(recheck(&census))))
         }
     }
 }
@@ -239,7 +242,7 @@ fn look(
         ctx.rollout_deadline,
         Timestamp::now(),
     );
-    let mut wake = Vec::new();
+    let mut wake = changes.to_record.clone();
     if !changes.new.is_empty() {
         wake.extend(pacer.waiting().cloned());
     }
@@ -277,12 +280,18 @@ pub fn announce(ctx: &Context, changes: HaltChanges) {
     }
 }
 
+/// How long a queued workload waits at most before it looks again by itself: a freed slot wakes it,
+/// but a wake that never comes (a slot freed by something no event tells) must not stop the line.
+const QUEUED_RECHECK: Duration = Duration::from_secs(30);
+
 /// When a queued workload looks again by itself: when a rolling StatefulSet or DaemonSet passes its
-/// deadline (nothing else would wake it then); otherwise a freed slot wakes it.
-fn recheck(census: &Census) -> Option<Duration> {
-    let at = census.next_deadline?;
+/// deadline (nothing else would wake it then), and at the latest after [`QUEUED_RECHECK`].
+fn recheck(census: &Census) -> Duration {
+    let Some(at) = census.next_deadline else {
+        return QUEUED_RECHECK;
+    };
     let wait = at.duration_since(Timestamp::now()).as_secs_f64().max(0.0);
-    Some(Duration::from_secs_f64(wait) + Duration::from_secs(1))
+    (Duration::from_secs_f64(wait) + Duration::from_secs(1)).min(QUEUED_RECHECK)
 }
 
 /// `configmap/NAME -n NS` for `wave resume`.

@@ -1,5 +1,6 @@
 //! The async reconcile queue: [`QueueState`](wave_core::queue::QueueState) behind a mutex, plus a
-//! `Notify` for idle workers and timers for delayed re-adds.
+//! `Notify` for idle workers, and one timer task ([`WorkQueue::run_timer`]) for every delayed re-add
+//! ([`Delays`](wave_core::queue::Delays): one entry per key, the earliest wins).
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -10,7 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::Notify;
 
-use wave_core::queue::QueueState;
+use wave_core::queue::{Delays, QueueState};
 
 /// A de-duplicating queue shared by the watch router (producer) and the workers (consumers).
 pub struct WorkQueue<K> {
@@ -18,6 +19,9 @@ pub struct WorkQueue<K> {
     notify: Notify,
     /// When each waiting key was first added, for the wait-time histogram.
     added: Mutex<HashMap<K, Instant>>,
+    delays: Mutex<Delays<K>>,
+    /// Wakes the timer task when the earliest delay moved earlier.
+    rearm: Notify,
     depth: Gauge,
     wait: Histogram,
 }
@@ -29,6 +33,8 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             state: Mutex::new(QueueState::default()),
             notify: Notify::new(),
             added: Mutex::default(),
+            delays: Mutex::default(),
+            rearm: Notify::new(),
             depth,
             wait,
         })
@@ -56,13 +62,40 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         }
     }
 
-    /// Adds `key` after `delay`, keeping the time of the change that triggered it.
-    pub fn add_after(self: &Arc<Self>, key: K, delay: Duration, triggered: Option<Instant>) {
-        let queue = Arc::clone(self);
-        tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            queue.add(key, triggered);
-        });
+    fn delays(&self) -> std::sync::MutexGuard<'_, Delays<K>> {
+        self.delays.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds `key` after `delay`, keeping the time of the change that triggered it. A key already due
+    /// sooner keeps its time ([`Delays`]).
+    pub fn add_after(&self, key: K, delay: Duration, triggered: Option<Instant>) {
+        if self.delays().schedule(key, Instant::now() + delay, triggered) {
+            self.rearm.notify_one();
+        }
+    }
+
+    /// The timer: adds each delayed key when it is due. Runs for the life of the controller.
+    pub async fn run_timer(&self) {
+        loop {
+            let rearmed = self.rearm.notified();
+            let (due, next) = {
+                let mut delays = self.delays();
+                let due = delays.pop_due(Instant::now());
+                (due, delays.next_due())
+            };
+            for (key, triggered) in due {
+                self.add(key, triggered);
+            }
+            match next {
+                Some(at) => {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(at.into()) => {}
+                        () = rearmed => {}
+                    }
+                }
+                None => rearmed.await,
+            }
+        }
     }
 
     /// Waits for the next key; the caller must call [`done`](Self::done) when finished with it.
