@@ -484,3 +484,18 @@ pub fn kubectl_stdin(args: &[&str], input: &str) -> (bool, String) {
     );
     (out.status.success(), text)
 }
+
+/// `kubectl rollout undo KIND/NAME -n NS`.
+pub fn rollout_undo(ns: &str, kind: WorkloadKind, name: &str) {
+    let target = format!("{}/{name}", kind.as_str().to_lowercase());
+    let out = cluster()
+        .kubectl()
+        .args(["rollout", "undo", &target, "-n", ns])
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl rollout undo {target}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -601,3 +601,64 @@ async fn every_hash_a_workload_settles_on_gets_its_snapshot_even_when_config_cha
         .await;
     }
 }
+
+#[tokio::test]
+async fn an_undo_never_restores_over_config_that_was_written_after_the_last_rollout() {
+    let (client, ns) = setup("restore-unrun").await;
+    create_configmap(&client, &ns, "app", json!({"level": "v1"})).await;
+    let wave = Wave::start(&[&ns], &["--update-rate=inf", "--min-rollout-interval=1h"]).await;
+    let kind = WorkloadKind::DEPLOYMENT;
+    let annotations = opted_in(&[
+        ("wave.pusher.com/config-history", "true"),
+        ("wave.pusher.com/undo", "restore-config"),
+    ]);
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "app"}}]}), json!({}));
+    create_workload(&client, &ns, kind, "web", annotations, spec).await;
+    let id = WorkloadRef::new(kind, &ns, "web");
+    let h1 = wait_hash_change(&client, &ns, kind, "web", None).await;
+    wait_for("the snapshot of the first hash", TIMEOUT, || async {
+        snapshot(&client, &id, &h1).await
+    })
+    .await;
+    // v2 rolls at once (the first rollout); v3 is written within the hour, and waits.
+    patch_configmap(&client, &ns, "app", json!({"data": {"level": "v2"}})).await;
+    let h2 = wait_hash_change(&client, &ns, kind, "web", Some(&h1)).await;
+    wait_for("the snapshot of the second hash", TIMEOUT, || async {
+        snapshot(&client, &id, &h2).await
+    })
+    .await;
+    settled_revisions(&client, &ns, kind, "web").await;
+    patch_configmap(&client, &ns, "app", json!({"data": {"level": "v3"}})).await;
+    wait_for("wave to hold v3", TIMEOUT, || async {
+        (wave.metric("wave_reconciles_total", &["result=\"coalesced\""]) > 0.0).then_some(())
+    })
+    .await;
+
+    // The user undoes v2's rollout. Restoring v1 would destroy v3, which never ran anywhere.
+    let first = revision_with(&client, &id, &h1).await.number;
+    rollout_undo(&ns, kind, "web", first);
+    let note = wait_for("a ConfigRestoreRefused Event", TIMEOUT, || async {
+        events_for(&client, &ns, "web")
+            .await
+            .into_iter()
+            .find(|(t, r, _)| t == "Warning" && r == "ConfigRestoreRefused")
+            .map(|(_, _, n)| n)
+    })
+    .await;
+    assert!(note.contains("never ran"), "{note}");
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), &ns)
+        .get("app")
+        .await
+        .unwrap();
+    assert_eq!(
+        cm.data.unwrap_or_default().get("level").map(String::as_str),
+        Some("v3"),
+        "the config the user wrote last is kept"
+    );
+    let pinned = workload(&client, &ns, kind, "web").await;
+    assert_eq!(
+        pinned.annotations.get("wave.pusher.com/pinned-hash"),
+        Some(&h1),
+        "the undo sticks: pinned"
+    );
+}

@@ -374,3 +374,85 @@ async fn wave_resume_releases_a_halt_by_hand() {
     assert_eq!(code, 0);
     assert!(out.contains("No halted rollout"), "{out}");
 }
+
+/// Creates an opted-in Deployment `name` using ConfigMap `other` and waits for its hash: a sentinel that
+/// wave has handled every event before it.
+async fn sentinel(client: &kube::Client, ns: &str, name: &str) {
+    let spec = pod_spec(
+        json!({"envFrom": [{"configMapRef": {"name": "other"}}]}),
+        json!({}),
+    );
+    create_workload(client, ns, DEPLOY, name, opted_in(&[]), spec).await;
+    wait_hash_change(client, ns, DEPLOY, name, None).await;
+}
+
+#[tokio::test]
+async fn a_halt_holds_when_the_failed_workload_is_undone_and_then_deleted_until_a_fix() {
+    let (client, ns) = setup("halt-fixed").await;
+    create_configmap(&client, &ns, "cfg", json!({"v": "good"})).await;
+    create_configmap(&client, &ns, "other", json!({"v": "1"})).await;
+    let bad = hash_for(&ns, "bad");
+    let args = [
+        "--update-rate=inf",
+        "--min-rollout-interval=0",
+        "--max-concurrent-rollouts=1",
+    ];
+    let wave = Wave::start(&[&ns], &args).await;
+    create_deployments(&client, &ns, 3, &bad).await;
+    wait_all_hashed(&client, &ns, 3).await;
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"v": "bad"}})).await;
+    wait_for("2 workloads held back", PROPAGATION, || async {
+        (wave.metric("wave_rollouts_halted", &[]) == 2.0).then_some(())
+    })
+    .await;
+    let with_bad = |all: &[DynamicObject]| -> Vec<String> {
+        all.iter()
+            .filter(|d| hash(d) == Some(bad.as_str()))
+            .filter_map(|d| d.metadata.name.clone())
+            .collect()
+    };
+    let failed = with_bad(&list(&client, &ns).await);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    let failed = &failed[0];
+
+    // The usual fix: undo the failed rollout. Its old pods serve again, and the bad version stays
+    // halted for the others.
+    rollout_undo(&ns, DEPLOY, failed);
+    wait_for(
+        "the undone Deployment to finish rolling back",
+        PROPAGATION,
+        || async {
+            let all = list(&client, &ns).await;
+            let d = all.iter().find(|d| d.metadata.name.as_deref() == Some(failed))?;
+            (hash(d) != Some(bad.as_str()) && !is_rolling(d)).then_some(())
+        },
+    )
+    .await;
+    sentinel(&client, &ns, "after-undo").await;
+    assert!(
+        with_bad(&list(&client, &ns).await).is_empty(),
+        "no workload rolled the halted version"
+    );
+    assert_eq!(wave.metric("wave_rollouts_halted", &[]), 2.0);
+
+    delete_workload(&client, &ns, DEPLOY, failed).await;
+    sentinel(&client, &ns, "after-delete").await;
+    assert!(
+        with_bad(&list(&client, &ns).await).is_empty(),
+        "no workload rolled the halted version"
+    );
+
+    // A new change ends the halt: the fix rolls the two that were held.
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"v": "fixed"}})).await;
+    let good = hash_for(&ns, "fixed");
+    wait_for("the fix to reach the held workloads", PROPAGATION, || async {
+        let all = list(&client, &ns).await;
+        let fixed = all
+            .iter()
+            .filter(|d| d.metadata.name.as_deref().is_some_and(|n| n.starts_with("app-")))
+            .filter(|d| hash(d) == Some(good.as_str()))
+            .count();
+        (fixed == 2).then_some(())
+    })
+    .await;
+}

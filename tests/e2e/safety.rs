@@ -173,3 +173,83 @@ async fn a_flapping_secret_rolls_nothing_until_it_settles_then_rolls_once_with_i
     wave.expect_writes(7, "exactly one write once it settled").await;
     assert_eq!(wave.metric("wave_config_flapping", &[]), 0.0);
 }
+
+#[tokio::test]
+async fn relabelling_a_secret_is_no_flapping_and_a_flapping_secret_holds_only_the_rollouts_it_causes() {
+    let (client, ns) = setup("flap-meta").await;
+    create_secret(&client, &ns, "token", json!({"t": "0"})).await;
+    create_configmap(&client, &ns, "cfg", json!({"v": "0"})).await;
+    let wave = Wave::start(
+        &[&ns],
+        &[
+            "--update-rate=inf",
+            "--min-rollout-interval=0",
+            "--flap-threshold=3",
+            "--flap-window=10m",
+            "--flap-quiet=1h",
+        ],
+    )
+    .await;
+    let spec = pod_spec(
+        json!({
+            "env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "token", "key": "t"}}}],
+            "envFrom": [{"configMapRef": {"name": "cfg"}}],
+        }),
+        json!({}),
+    );
+    let kind = WorkloadKind::DEPLOYMENT;
+    create_workload(&client, &ns, kind, &name(kind), opted_in(&[]), spec).await;
+    let mut hash = wait_hash_change(&client, &ns, kind, &name(kind), None).await;
+    let handled = || wave.metric("wave_reconciles_total", &[]);
+
+    // Twelve label changes: a new resourceVersion each, the same data.
+    for i in 0..12 {
+        let before = handled();
+        let labels = json!({"metadata": {"labels": {"relabelled": i.to_string()}}});
+        patch_secret(&client, &ns, "token", labels).await;
+        wait_for("wave to look at the relabelled Secret", TIMEOUT, || async {
+            (handled() > before).then_some(())
+        })
+        .await;
+    }
+    assert_eq!(
+        wave.metric("wave_config_flapping", &[]),
+        0.0,
+        "labels are no flapping"
+    );
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"v": "1"}})).await;
+    hash = wait_hash_change(&client, &ns, kind, &name(kind), Some(&hash)).await;
+
+    // Data changes within the window, each rolled, until the fourth makes the Secret flap: that one
+    // rolls nothing.
+    let flapping = || wave.metric("wave_config_flapping", &[]) == 1.0;
+    for v in 1..=4 {
+        patch_secret(&client, &ns, "token", json!({"stringData": {"t": v.to_string()}})).await;
+        let before = hash.clone();
+        wait_for("the change to roll, or the Secret to flap", TIMEOUT, || async {
+            let now = hash_of(&client, &ns, kind, &name(kind)).await?;
+            (now != before || flapping()).then_some(())
+        })
+        .await;
+        hash = hash_of(&client, &ns, kind, &name(kind)).await.unwrap();
+        if flapping() {
+            break;
+        }
+    }
+    assert!(flapping(), "the fourth data change within the window flaps");
+    let held = hash_of(&client, &ns, kind, &name(kind)).await.unwrap();
+    assert_ne!(
+        held,
+        desired_hash(&cluster().kubeconfig(), &ns, kind, &name(kind)),
+        "the flapping Secret's last change is held"
+    );
+
+    // A real change to the other object rolls at once, with every object's current value.
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"v": "2"}})).await;
+    hash = wait_hash_change(&client, &ns, kind, &name(kind), Some(&held)).await;
+    assert_eq!(
+        hash,
+        desired_hash(&cluster().kubeconfig(), &ns, kind, &name(kind)),
+        "the rollout carries the current config"
+    );
+}

@@ -7,21 +7,6 @@ use wave_core::workload::WorkloadKind;
 
 use crate::harness::*;
 
-/// `kubectl rollout undo KIND/NAME -n NS`.
-fn rollout_undo(ns: &str, kind: WorkloadKind, name: &str) {
-    let target = format!("{}/{name}", kind.as_str().to_lowercase());
-    let out = cluster()
-        .kubectl()
-        .args(["rollout", "undo", &target, "-n", ns])
-        .output()
-        .expect("run kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl rollout undo {target}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Waits until the workload's controller has recorded a revision for its current template, so that
 /// `kubectl rollout undo` has an earlier one to go back to.
 async fn wait_settled(client: &kube::Client, ns: &str, kind: WorkloadKind) {

@@ -1217,3 +1217,36 @@ async fn a_helm_upgrade_keeps_the_path_token_wave_wrote() {
         run("uninstall");
     }
 }
+
+#[tokio::test]
+async fn an_update_that_drops_the_hash_of_a_held_workload_keeps_the_hash_it_had() {
+    let (client, ns) = setup("wh-held").await;
+    create_configmap(&client, &ns, "cfg", json!({"v": "1"})).await;
+    let wave = start(&client, &ns, &["--min-rollout-interval=1h"]).await;
+    let kind = WorkloadKind::DEPLOYMENT;
+    let w = create_deployment(&client, &ns, "app", uses_cm("cfg"), false).await;
+    let first = w.current_hash().expect("hashed at creation").to_string();
+    // The first change rolls at once; the next falls within the hour, and waits.
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"v": "2"}})).await;
+    let rolled = wait_hash_change(&client, &ns, kind, "app", Some(&first)).await;
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"v": "3"}})).await;
+    wait_for("wave to hold the second change", TIMEOUT, || async {
+        (wave.metric("wave_reconciles_total", &["result=\"coalesced\""]) > 0.0).then_some(())
+    })
+    .await;
+
+    // A `helm upgrade` renders the template without wave's annotation (its three-way merge removes
+    // it), with a new annotation of its own: the webhook must not roll the held change with it.
+    let annotation = wave_core::names::CONFIG_HASH;
+    let upgrade = json!({"spec": {"template": {"metadata": {"annotations": {
+        annotation: null,
+        "example.com/release": "2",
+    }}}}});
+    patch_workload(&client, &ns, kind, "app", upgrade).await;
+    let after = workload(&client, &ns, kind, "app").await;
+    assert_eq!(
+        after.current_hash(),
+        Some(rolled.as_str()),
+        "the update keeps the hash the Deployment had; the held change rolls when it may"
+    );
+}

@@ -22,9 +22,10 @@
 //! may roll now asks pacing for a slot.
 //!
 //! What a rollout *delivers* is the config versions that differ from the ones the workload last rolled.
-//! A flapping object holds only the rollouts it causes: a real change to another object rolls (the pods
-//! then read every object's current value, so the flapping one's too; its final value rolls once more
-//! when it settles if it changed since). When the last rolled versions are not known (after a restart,
+//! A flapping object holds only the rollouts it causes, those that deliver nothing but flapping
+//! objects' changes: a real change to another object rolls (the pods then read every object's current
+//! value, so the flapping one's too; its final value rolls once more when it settles if it changed
+//! since). When the last rolled versions are not known (after a restart,
 //! without a rollout marker), every referenced version counts as delivered, as pacing already assumes
 //! for a first rollout.
 
@@ -321,20 +322,17 @@ pub fn decide(f: &Facts<'_>) -> Verdict {
     {
         return Verdict::Hold(Hold::Halted(halt.clone()));
     }
-    let delivered = |key: &ConfigKey| {
-        let name = crate::pace::object_name(key);
-        f.delivers.iter().any(|v| v.object == name)
+    // Held only when every change it delivers is a flapping object's: a real change elsewhere rolls.
+    let flapping_until = |v: &Version| {
+        f.flapping
+            .iter()
+            .filter(|(key, until)| *until > f.now && crate::pace::object_name(key) == v.object)
+            .map(|(key, until)| (key.clone(), *until))
+            .next()
     };
-    if let Some((object, until)) = f
-        .flapping
-        .iter()
-        .filter(|(key, until)| *until > f.now && delivered(key))
-        .max_by_key(|(_, until)| *until)
-    {
-        return Verdict::Hold(Hold::Flapping {
-            object: object.clone(),
-            until: *until,
-        });
+    let held: Option<Vec<(ConfigKey, Instant)>> = f.delivers.iter().map(flapping_until).collect();
+    if let Some((object, until)) = held.and_then(|all| all.into_iter().max_by_key(|(_, until)| *until)) {
+        return Verdict::Hold(Hold::Flapping { object, until });
     }
     if let Some(wait) = f.coalesce.filter(|w| !w.is_zero()) {
         return Verdict::Hold(Hold::Coalesced(wait));
@@ -513,6 +511,12 @@ mod tests {
             "a change to a, while b flaps"
         );
         c.delivers.push(v("b", "9"));
+        assert_eq!(
+            c.decide("h1", "h2"),
+            Verdict::Roll,
+            "a change to a rolls, with b's value of the moment"
+        );
+        c.delivers = vec![v("b", "9")];
         assert_eq!(
             c.decide("h1", "h2"),
             Verdict::Hold(Hold::Flapping {
