@@ -2,14 +2,15 @@
 //! rolls into the workloads it held back (`docs/behaviour.md`, "Halting a bad config").
 //!
 //! A halt is read from the cluster (`wave_core::pace::census`): a workload whose wave rollout of the
-//! version failed. Releasing it marks that workload with `wave.pusher.com/halt-released: <its hash>`;
+//! version failed (its failure record, or its marker). Releasing it marks that workload with
+//! `wave.pusher.com/halt-released: <that rollout's hash>`;
 //! the controller then no longer counts the failure as a halt, and wakes the workloads it held.
 
 use std::process::ExitCode;
 
 use serde_json::json;
 use wave_core::names;
-use wave_core::pace::Marker;
+use wave_core::pace::{Failure, Marker};
 use wave_runtime::api;
 
 use super::{CommandError, cluster_error, config_target, halts_of, workloads_in};
@@ -39,10 +40,14 @@ pub async fn run(args: &ResumeArgs) -> Result<ExitCode, CommandError> {
         return Ok(ExitCode::SUCCESS);
     }
     for (halt, failed) in halts {
-        let Some(marker) = Marker::read(failed) else {
+        // The halt comes from the failure wave recorded, or from the marker of a rollout failing now.
+        let recorded = Failure::read(failed)
+            .filter(|f| f.delivered.get(&halt.version.object) == Some(&halt.version.digest))
+            .map(|f| f.hash);
+        let Some(hash) = recorded.or_else(|| Marker::read(failed).map(|m| m.hash)) else {
             continue;
         };
-        let body = json!({"metadata": {"annotations": {(names::HALT_RELEASED): marker.hash}}});
+        let body = json!({"metadata": {"annotations": {(names::HALT_RELEASED): hash}}});
         api::patch_workload(&client, &failed.id, &body)
             .await
             .map_err(cluster_error(format!("marking {} released", failed.id)))?;

@@ -655,10 +655,9 @@ async fn an_undo_never_restores_over_config_that_was_written_after_the_last_roll
         Some("v3"),
         "the config the user wrote last is kept"
     );
-    let pinned = workload(&client, &ns, kind, "web").await;
-    assert_eq!(
-        pinned.annotations.get("wave.pusher.com/pinned-hash"),
-        Some(&h1),
-        "the undo sticks: pinned"
-    );
+    wait_for("the undo to stick: pinned", TIMEOUT, || async {
+        let w = workload(&client, &ns, kind, "web").await;
+        (w.annotations.get("wave.pusher.com/pinned-hash") == Some(&h1)).then_some(())
+    })
+    .await;
 }

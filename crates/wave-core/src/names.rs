@@ -31,6 +31,11 @@ pub const ROLLOUT_DEADLINE: &str = "wave.pusher.com/rollout-deadline";
 /// Workload metadata annotation wave writes with each paced rollout: the hash, when, and the version of
 /// each config object in it (JSON; `docs/behaviour.md`, "Pacing rollouts").
 pub const ROLLOUT: &str = "wave.pusher.com/rollout";
+/// Workload metadata annotation wave writes once a paced rollout it made failed: its hash, why, and the
+/// config versions it delivered (JSON; `docs/behaviour.md`, "Halting a bad config"). A key of its own,
+/// not part of [`ROLLOUT`]: `kubectl rollout undo` copies the old ReplicaSet's annotations back onto a
+/// Deployment, which brings back an old marker, but not a key that ReplicaSet never carried.
+pub const ROLLOUT_FAILED: &str = "wave.pusher.com/rollout-failed";
 /// Workload annotation written by `wave resume`: the hash of a failed rollout whose halt is released.
 pub const HALT_RELEASED: &str = "wave.pusher.com/halt-released";
 /// Workload annotation wave writes when someone took the template back to an earlier config hash

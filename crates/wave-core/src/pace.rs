@@ -93,10 +93,38 @@ pub struct Marker {
     pub config: BTreeMap<String, String>,
     /// The objects whose version differs from the previous rollout's: what this rollout delivers.
     pub changed: BTreeSet<String>,
-    /// Why this rollout failed, once wave saw it fail: recorded so that the halt outlives whatever
-    /// happens to the workload next (an undo, a fix by hand), until a new change or `wave resume`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failed: Option<String>,
+}
+
+/// The record of a failed wave rollout, `wave.pusher.com/rollout-failed` on the workload's metadata:
+/// written once wave sees the rollout fail, so that the halt outlives whatever happens to the workload
+/// next (an undo, a fix by hand, a status that flickers), until a new change or `wave resume`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// The hash of the rollout that failed.
+    pub hash: String,
+    /// Why it failed.
+    pub why: String,
+    /// The config versions it delivered: the halted ones.
+    pub delivered: BTreeMap<String, String>,
+}
+
+impl Failure {
+    /// The record on a workload, if it has a readable one.
+    pub fn read(workload: &Workload) -> Option<Self> {
+        serde_json::from_str(workload.annotations.get(names::ROLLOUT_FAILED)?).ok()
+    }
+
+    /// The annotation value.
+    pub fn render(&self) -> String {
+        serde_json::to_string(self).expect("a failure record always serialises")
+    }
+
+    fn versions(&self) -> impl Iterator<Item = Version> + '_ {
+        self.delivered.iter().map(|(object, digest)| Version {
+            object: object.clone(),
+            digest: digest.clone(),
+        })
+    }
 }
 
 impl Marker {
@@ -122,7 +150,6 @@ impl Marker {
             at: now.to_string(),
             config: versions,
             changed,
-            failed: None,
         }
     }
 
@@ -243,73 +270,97 @@ pub fn census<'a>(
 ) -> Census {
     let mut c = Census::default();
     for w in workloads {
+        // A failure wave recorded stays one, whatever the workload's status, template or marker says
+        // now: a halt ends only with a new change or `wave resume`.
+        let recorded = Failure::read(w);
+        if let Some(f) = &recorded {
+            let released = w.annotations.get(names::HALT_RELEASED) == Some(&f.hash);
+            c.add_failure(w, f.versions(), &f.why, released);
+        }
         let Some(marker) = Marker::read(w) else {
             continue;
         };
-        let state = if w.current_hash() == Some(marker.hash.as_str()) {
-            let (limit, _) = deadline(w, default_deadline);
-            let started = marker.started();
-            match rollout::state(w.id.kind, w.generation, &w.progress, started, limit, now) {
-                State::Progressing => {
-                    c.rolling.insert(w.id.clone());
-                    if w.id.kind != WorkloadKind::DEPLOYMENT
-                        && let Some(end) = started.and_then(|s| s.checked_add(limit).ok())
-                    {
-                        c.next_deadline = Some(c.next_deadline.map_or(end, |d| d.min(end)));
-                    }
-                    None
-                }
-                // A failure wave recorded stays one, whatever the workload's status says now.
-                State::Complete | State::Paused => marker.failed.clone(),
-                State::Failed(why) => {
-                    if marker.failed.is_none() {
-                        c.unrecorded.insert(w.id.clone());
-                    }
-                    Some(why)
+        if w.current_hash() != Some(marker.hash.as_str()) {
+            continue;
+        }
+        let (limit, _) = deadline(w, default_deadline);
+        let started = marker.started();
+        match rollout::state(w.id.kind, w.generation, &w.progress, started, limit, now) {
+            State::Complete | State::Paused => {}
+            State::Progressing => {
+                c.rolling.insert(w.id.clone());
+                if w.id.kind != WorkloadKind::DEPLOYMENT
+                    && let Some(end) = started.and_then(|s| s.checked_add(limit).ok())
+                {
+                    c.next_deadline = Some(c.next_deadline.map_or(end, |d| d.min(end)));
                 }
             }
-        } else {
-            // Taken elsewhere since (an undo, a hand edit): only a recorded failure still counts.
-            marker.failed.clone()
-        };
-        let Some(why) = state else { continue };
-        let released = w.annotations.get(names::HALT_RELEASED) == Some(&marker.hash);
-        if !released {
-            // A marker is metadata its workload's owner can write, so a failure halts only versions of
-            // config in the workload's own namespace: nobody halts another namespace's rollouts
-            // (`docs/security.md`).
-            let own = |v: &Version| v.key().is_some_and(|k| k.namespace == w.id.namespace);
-            for version in marker.delivers().into_iter().filter(own) {
-                c.halts.entry(version.clone()).or_insert_with(|| Halt {
-                    version,
-                    failed: w.id.clone(),
-                    why: why.clone(),
-                });
+            State::Failed(why) => {
+                if recorded.as_ref().is_none_or(|f| f.hash != marker.hash) {
+                    c.unrecorded.insert(w.id.clone());
+                }
+                let released = w.annotations.get(names::HALT_RELEASED) == Some(&marker.hash);
+                c.add_failure(w, marker.delivers().into_iter(), &why, released);
             }
         }
-        c.failed.insert(w.id.clone(), why);
     }
     c
 }
 
-/// The failure of `w`'s current wave rollout that its marker does not record yet, and the patch that
-/// records it (guarded by its resourceVersion). Recorded, a halt outlives an undo or a fix by hand.
+impl Census {
+    /// `w`'s rollout delivering `versions` failed: it goes first in line, and, unless released, those
+    /// versions are halted.
+    fn add_failure(
+        &mut self,
+        w: &Workload,
+        versions: impl Iterator<Item = Version>,
+        why: &str,
+        released: bool,
+    ) {
+        if !released {
+            // A marker or record is metadata its workload's owner can write, so a failure halts only
+            // versions of config in the workload's own namespace: nobody halts another namespace's
+            // rollouts (`docs/security.md`).
+            let own = |v: &Version| v.key().is_some_and(|k| k.namespace == w.id.namespace);
+            for version in versions.filter(own) {
+                self.halts.entry(version.clone()).or_insert_with(|| Halt {
+                    version,
+                    failed: w.id.clone(),
+                    why: why.to_string(),
+                });
+            }
+        }
+        self.failed.insert(w.id.clone(), why.to_string());
+    }
+}
+
+/// The failure of `w`'s current wave rollout that is not recorded yet, and the patch that records it
+/// ([`Failure`]; guarded by its resourceVersion).
 pub fn unrecorded_failure(
     w: &Workload,
     default_deadline: Duration,
     now: Timestamp,
 ) -> Option<serde_json::Value> {
-    let mut marker = Marker::read(w).filter(|m| m.failed.is_none())?;
-    if w.current_hash() != Some(marker.hash.as_str()) {
+    let marker = Marker::read(w).filter(|m| w.current_hash() == Some(m.hash.as_str()))?;
+    if Failure::read(w).is_some_and(|f| f.hash == marker.hash) {
         return None;
     }
     let State::Failed(why) = rollout_state(w, default_deadline, now) else {
         return None;
     };
-    marker.failed = Some(why);
+    let delivered = marker
+        .delivers()
+        .into_iter()
+        .map(|v| (v.object, v.digest))
+        .collect();
+    let record = Failure {
+        hash: marker.hash,
+        why,
+        delivered,
+    };
     Some(serde_json::json!({"metadata": {
         "resourceVersion": w.resource_version,
-        "annotations": {(names::ROLLOUT): marker.render()},
+        "annotations": {(names::ROLLOUT_FAILED): record.render()},
     }}))
 }
 
@@ -778,8 +829,12 @@ mod tests {
         let w = rolled("failed", "h", "bad", failed());
         let patch = unrecorded_failure(&w, DEFAULT_ROLLOUT_DEADLINE, now()).expect("a failure to record");
         let mut recorded = w.clone();
-        let marker = patch["metadata"]["annotations"][names::ROLLOUT].as_str().unwrap();
-        recorded.annotations.insert(names::ROLLOUT.into(), marker.into());
+        let record = patch["metadata"]["annotations"][names::ROLLOUT_FAILED]
+            .as_str()
+            .unwrap();
+        recorded
+            .annotations
+            .insert(names::ROLLOUT_FAILED.into(), record.into());
         assert_eq!(
             unrecorded_failure(&recorded, DEFAULT_ROLLOUT_DEADLINE, now()),
             None,
@@ -788,8 +843,13 @@ mod tests {
         let bad = [v("ConfigMap/ns/cm", "bad")];
         let mut undone = recorded.clone();
         undone.template.edit(|t| t.metadata = None);
+        // An undo also brings back the old marker (kubectl copies the old ReplicaSet's annotations).
+        let old = Marker::next("h0", BTreeMap::new(), None, now());
+        undone.annotations.insert(names::ROLLOUT.into(), old.render());
         let mut fixed = rolled("failed", "h", "bad", done());
-        fixed.annotations.insert(names::ROLLOUT.into(), marker.into());
+        fixed
+            .annotations
+            .insert(names::ROLLOUT_FAILED.into(), record.into());
         for w in [&undone, &fixed] {
             let c = census([w], DEFAULT_ROLLOUT_DEADLINE, now());
             assert!(c.halt_for(&bad).is_some(), "{:?}", w.progress);

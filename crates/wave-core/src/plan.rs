@@ -233,8 +233,9 @@ pub fn patch_body(workload: &Workload, write: &Write) -> Value {
         body["metadata"]["annotations"][names::PINNED_CONFIG] = Value::Null;
     }
     if let Some(marker) = &write.rollout {
+        // The last failure's record and its release stay: they name that rollout's hash and versions,
+        // and a halt ends only with a new version of the object or `wave resume`.
         body["metadata"]["annotations"][names::ROLLOUT] = json!(marker);
-        body["metadata"]["annotations"][names::HALT_RELEASED] = Value::Null;
     }
     if let Some(at) = &write.mark_gated_at {
         body["metadata"]["annotations"][names::GATED_AT] = json!(at.to_string());

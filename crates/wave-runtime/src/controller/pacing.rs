@@ -24,7 +24,7 @@ use wave_core::plan::Write;
 use wave_core::workload::{Workload, WorkloadRef};
 
 use super::context::Context;
-use super::reconcile::{Outcome, write_once};
+use super::reconcile::{CONFLICT_ATTEMPTS, Outcome, reread, write_once};
 use crate::api::PatchStyle;
 use crate::error::ReconcileError;
 use crate::events::EventType;
@@ -98,18 +98,28 @@ pub async fn record_failure(ctx: &Context, workload: &Workload) -> Result<Option
     if !ctx.pacer().is_on() {
         return Ok(None);
     }
-    let Some(body) = pace::unrecorded_failure(workload, ctx.rollout_deadline, Timestamp::now()) else {
-        return Ok(None);
-    };
-    match write_once(ctx, workload, &body, PatchStyle::Merge).await? {
-        Some(Outcome::Written) => {
-            tracing::info!(workload = %workload.id, "recorded the failure of its rollout on its marker");
-            Ok(Some(Outcome::Noop))
+    let mut workload = std::sync::Arc::new(workload.clone());
+    for _ in 0..CONFLICT_ATTEMPTS {
+        let Some(body) = pace::unrecorded_failure(&workload, ctx.rollout_deadline, Timestamp::now()) else {
+            return Ok(None);
+        };
+        match write_once(ctx, &workload, &body, PatchStyle::Merge).await? {
+            Some(Outcome::Written) => {
+                tracing::info!(workload = %workload.id, "recorded the failure of its rollout on its marker");
+                return Ok(Some(Outcome::Noop));
+            }
+            Some(outcome) => return Ok(Some(outcome)),
+            // Its status moves on often while it fails: read it again and record on that.
+            None => match reread(ctx, &workload.id).await? {
+                Some(fresh) => workload = fresh,
+                None => return Ok(Some(Outcome::Gone)),
+            },
         }
-        Some(outcome) => Ok(Some(outcome)),
-        // Its watch event brings it back.
-        None => Ok(Some(Outcome::Noop)),
     }
+    Err(ReconcileError::Conflict {
+        workload: workload.id.clone(),
+        attempts: CONFLICT_ATTEMPTS,
+    })
 }
 
 /// Whether the webhook may let an UPDATE roll now, under pacing.
