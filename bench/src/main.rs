@@ -8,32 +8,35 @@
 //!   S8 bad config (restarted with pacing), the defaults pass (first round only)
 //!   ─► per payload size: unreferenced Secrets ─► restart: S5 ─► idle window: S2, S4 idle
 //!   ─► S11 apiserver restarts, last ─► testenv down
-//! then S9, wave alone: the chaos soak (bench/src/chaos.rs); M1 (switching from Reloader, bench/src/from_reloader.rs)
-//! with --reloader-migration-only; M2 (switching from Wave) with --migration-only;
-//! H1 (the cost of config history, bench/src/history.rs) with --history-only
+//! then S9, wave alone: the chaos soak (bench/src/scenarios/chaos.rs); M1 (switching from Reloader,
+//! bench/src/scenarios/from_reloader.rs) with --reloader-migration-only; M2 (switching from Wave) with
+//! --migration-only; H1 (the cost of config history, bench/src/scenarios/history.rs) with --history-only
 //! then: bench/results/<date>-<commit>.json (every round's raw figures, the median/min/max of each, the
 //! versions), latest.json and a PNG chart for a full run with both peers, and the table printed
 //! ```
+//!
+//! The order is the registry's (bench/src/scenarios/mod.rs, `REGISTRY`); this file turns the command
+//! line into each scenario's sizes ([`sizes`]) and is the only one that reads it. The harness every
+//! scenario runs on is bench/src/harness/.
 //!
 //! Peers are optional: `WAVE_GO_BIN` and `RELOADER_BIN` name binaries built outside this repository
 //! (docs/benchmarks.md says how). Without them, wave is measured alone and the skipped peers are named.
 
 #![forbid(unsafe_code)]
 
-mod audit;
-mod chaos;
-mod controller;
-mod from_reloader;
-mod history;
-mod loadtest;
-mod migration;
+mod harness;
 mod report;
-mod scale;
 mod scenarios;
 
 use std::path::PathBuf;
 
 use clap::Parser;
+use serde_json::json;
+
+use harness::Limits;
+use harness::controller::{self, Binaries};
+use harness::population::Population;
+use scenarios::{Context, Figures, REGISTRY, Run, When};
 
 /// Sizes and where to write. The defaults are the published run; `--smoke` is a tiny one for CI.
 #[derive(Clone, Debug, Parser)]
@@ -178,39 +181,6 @@ pub struct Args {
 }
 
 impl Args {
-    /// How long a wait may take before it gives up: `full` in a real run, at most a minute under
-    /// `--smoke`, so that a hung controller fails CI in a minute instead of fifteen.
-    pub fn limit(&self, full: std::time::Duration) -> std::time::Duration {
-        if self.smoke {
-            full.min(std::time::Duration::from_secs(60))
-        } else {
-            full
-        }
-    }
-
-    /// `--scale-sizes`, parsed and checked to grow.
-    pub fn scale_sizes(&self) -> Result<Vec<(usize, usize)>, String> {
-        let sizes = self
-            .scale_sizes
-            .iter()
-            .map(|s| {
-                let (d, u) = s.split_once(':').ok_or_else(|| {
-                    format!("--scale-sizes {s:?}: expected DEPLOYMENTS:UNREFERENCED_SECRETS, e.g. 1000:10000")
-                })?;
-                let n = |v: &str| {
-                    v.trim()
-                        .parse::<usize>()
-                        .map_err(|e| format!("--scale-sizes {s:?}: {v:?} is not a count: {e}"))
-                };
-                Ok((n(d)?, n(u)?))
-            })
-            .collect::<Result<Vec<_>, String>>()?;
-        if sizes.is_empty() || sizes.windows(2).any(|w| w[1].0 < w[0].0) {
-            return Err("--scale-sizes: give at least one size, smallest first".into());
-        }
-        Ok(sizes)
-    }
-
     fn sized(mut self) -> Self {
         if self.smoke {
             self.namespaces = 2;
@@ -246,45 +216,130 @@ impl Args {
     }
 }
 
-/// Ends a partial run (`--migration-only`, `--history-only`): its figures printed and written to
+/// Every scenario's sizes, from the command line: the one place that reads `Args` for them.
+fn sizes(args: &Args) -> scenarios::Sizes {
+    let limits = Limits { smoke: args.smoke };
+    let population = Population {
+        namespaces: args.namespaces,
+        deployments: args.deployments,
+        fanout: args.fanout,
+        storm_deployments: args.storm_deployments,
+        flap_deployments: args.flap_deployments,
+        bad_deployments: args.bad_deployments,
+    };
+    scenarios::Sizes {
+        round: scenarios::round::Sizes {
+            population,
+            updates: args.updates,
+            unreferenced: args.unreferenced,
+            payload_kib: args.payload_kib.clone(),
+            storm_changes: args.storm_changes,
+            flap_seconds: args.flap_seconds,
+            bad_pacing: args.bad_pacing,
+            idle_seconds: args.idle_seconds,
+            restart_trials: args.restart_trials,
+            limits,
+            out: args.out.clone(),
+        },
+        chaos: scenarios::chaos::Sizes {
+            seconds: args.chaos_seconds,
+            workloads: args.chaos_workloads,
+            fault_every: args.chaos_fault_every,
+            seed: args.chaos_seed,
+            wave_bin: args.wave_bin.clone(),
+        },
+        scale: scenarios::scale::Sizes {
+            sizes: args.scale_sizes.clone(),
+            secret_kib: args.scale_secret_kib,
+            memory_ceiling_gib: args.scale_memory_ceiling_gib,
+            updates: args.scale_updates,
+            idle_seconds: args.scale_idle_seconds,
+            namespaces: args.namespaces,
+            limits,
+        },
+        loadtest: scenarios::loadtest::Sizes {
+            seconds: args.loadtest_seconds,
+            namespaces: args.namespaces,
+            limits,
+            out: args.out.clone(),
+        },
+        history: scenarios::history::Sizes {
+            population,
+            updates: args.updates,
+            idle_seconds: args.idle_seconds,
+            limits,
+        },
+    }
+}
+
+/// The sizes as the results file records them.
+fn recorded_sizes(args: &Args) -> serde_json::Value {
+    json!({
+        "namespaces": args.namespaces, "deployments": args.deployments, "updates": args.updates,
+        "unreferenced_secrets": args.unreferenced, "payload_kib": args.payload_kib,
+        "fanout": args.fanout, "storm_deployments": args.storm_deployments,
+        "storm_changes": args.storm_changes, "idle_seconds": args.idle_seconds,
+        "flap_deployments": args.flap_deployments, "flap_seconds": args.flap_seconds,
+        "chaos_seconds": args.chaos_seconds, "chaos_workloads": args.chaos_workloads,
+        "chaos_fault_every": args.chaos_fault_every,
+        "bad_deployments": args.bad_deployments, "bad_pacing": args.bad_pacing,
+        "safety_only": args.safety_only, "repeat": args.repeat,
+        "restart_trials": args.restart_trials, "defaults_pass": !args.skip_defaults_pass,
+    })
+}
+
+/// The scenarios that `--*-only` flags run alone, as the flag and the scenario's registry name.
+fn alone(args: &Args) -> Vec<(&'static str, &'static str)> {
+    [
+        (args.migration_only, "--migration-only", "M2"),
+        (args.reloader_migration_only, "--reloader-migration-only", "M1"),
+        (args.history_only, "--history-only", "H1"),
+        (args.scale_only, "--scale-only", "S10"),
+        (args.loadtest_only, "--loadtest-only", "L1-L13"),
+    ]
+    .into_iter()
+    .filter_map(|(given, flag, id)| given.then_some((flag, id)))
+    .collect()
+}
+
+/// Runs `scenario` (one with control planes of its own) alone: its figures printed and written to
 /// `<out>/<file>`, or its error; exits.
-fn finish_partial<T: serde::Serialize>(
-    args: &Args,
-    scenario: &str,
-    file: &str,
-    result: Result<T, String>,
-) -> ! {
-    match result {
+async fn run_alone(ctx: &Context, out: &std::path::Path, scenario: &scenarios::Scenario) -> ! {
+    let Run::Own {
+        run,
+        when: When::Alone { file, .. },
+        needs,
+    } = scenario.run
+    else {
+        eprintln!("{} does not run alone", scenario.id);
+        std::process::exit(2);
+    };
+    if let Some((names, hint)) = needs
+        && !names.iter().all(|n| ctx.profiles.iter().any(|p| p.name == *n))
+    {
+        eprintln!("{} needs {hint}", scenario.id);
+        std::process::exit(1);
+    }
+    eprintln!("== {} {}", scenario.id, scenario.measures);
+    match run(ctx).await {
         Ok(figures) => {
-            let text = serde_json::to_string_pretty(&figures).unwrap_or_default();
-            let _ = std::fs::create_dir_all(&args.out);
-            if let Err(e) = std::fs::write(args.out.join(file), format!("{text}\n")) {
+            figures.write_beside(out);
+            if let Some(table) = figures.markdown() {
+                eprintln!("{table}");
+            }
+            let text = figures.json();
+            let _ = std::fs::create_dir_all(out);
+            if let Err(e) = std::fs::write(out.join(file), format!("{text}\n")) {
                 eprintln!("writing {file}: {e}");
             }
             println!("{text}");
             std::process::exit(0);
         }
         Err(e) => {
-            eprintln!("{scenario}: {e}");
+            eprintln!("{}: {e}", scenario.id);
             std::process::exit(1);
         }
     }
-}
-
-/// L1–L13 for every profile, one after another.
-async fn run_loadtest(
-    args: &Args,
-    profiles: &[controller::Profile],
-) -> Result<Vec<(String, loadtest::LoadResult)>, String> {
-    let mut results = Vec::new();
-    for p in profiles {
-        eprintln!("== L1-L13 {}", p.name);
-        let r = loadtest::run(args, p)
-            .await
-            .map_err(|e| format!("{}: {e}", p.name))?;
-        results.push((p.name.to_string(), r));
-    }
-    Ok(results)
 }
 
 /// Checks that `report` is whole, writes it and prints its tables; exits non-zero when it is not whole
@@ -294,7 +349,7 @@ fn finish(args: &Args, report: &report::Report) {
         eprintln!("incomplete results: {e}");
         std::process::exit(1);
     }
-    match report.write(args) {
+    match report.write(&args.out, args.smoke) {
         Ok(path) => eprintln!("results: {}", path.display()),
         Err(e) => {
             eprintln!("writing the results: {e}");
@@ -307,7 +362,12 @@ fn finish(args: &Args, report: &report::Report) {
 #[tokio::main]
 async fn main() {
     let args = Args::parse().sized();
-    let (mut profiles, mut skipped) = controller::profiles(&args);
+    let bins = Binaries {
+        wave: args.wave_bin.clone(),
+        wave_go: args.wave_go_bin.clone(),
+        reloader: args.reloader_bin.clone(),
+    };
+    let (mut profiles, mut skipped) = controller::profiles(&bins, args.bad_pacing);
     if !args.controllers.is_empty() {
         if let Some(unknown) = args
             .controllers
@@ -325,56 +385,27 @@ async fn main() {
             keep
         });
     }
-    if args.migration_only {
-        let (Some(wave), Some(wave_go)) = (
-            profiles.iter().find(|p| p.name == "wave"),
-            profiles.iter().find(|p| p.name == "wave-go"),
-        ) else {
-            eprintln!("M2 needs Wave: set WAVE_GO_BIN");
-            std::process::exit(1);
-        };
-        eprintln!("== M2 switching from Wave and back");
-        finish_partial(&args, "M2", "m2.json", migration::run(wave, wave_go).await);
-    }
-    if args.reloader_migration_only {
-        let (Some(wave), Some(reloader)) = (
-            profiles.iter().find(|p| p.name == "wave"),
-            profiles.iter().find(|p| p.name == "reloader"),
-        ) else {
-            eprintln!("M1 needs Reloader: set RELOADER_BIN");
-            std::process::exit(1);
-        };
-        eprintln!("== M1 switching from Reloader");
-        finish_partial(&args, "M1", "m1.json", from_reloader::run(wave, reloader).await);
-    }
-    if args.history_only {
-        let Some(wave) = profiles.iter().find(|p| p.name == "wave") else {
-            eprintln!("H1 needs wave's binary: set WAVE_BIN");
-            std::process::exit(1);
-        };
-        eprintln!("== H1 config history at the S1 size");
-        finish_partial(&args, "H1", "h1.json", history::run(&args, wave).await);
-    }
-    if args.scale_only {
-        eprintln!("== S10 the scale curve");
-        let scale = scale::run(&args, &profiles).await;
-        if let Ok(s) = &scale {
-            let _ = std::fs::create_dir_all(&args.out);
-            if let Err(e) = s.chart(&args.out.join("scale.png")) {
-                eprintln!("no chart: {e}");
+    let mut ctx = Context {
+        profiles,
+        sizes: sizes(&args),
+    };
+    match alone(&args)[..] {
+        [] => {}
+        [(_, id)] => match scenarios::by_id(id) {
+            Some(scenario) => run_alone(&ctx, &args.out, scenario).await,
+            None => {
+                eprintln!("{id} is not in the registry");
+                std::process::exit(2);
             }
-            eprintln!("{}", s.markdown());
+        },
+        ref several => {
+            let flags: Vec<&str> = several.iter().map(|(flag, _)| *flag).collect();
+            eprintln!(
+                "{}: each runs one scenario alone; give one of them",
+                flags.join(", ")
+            );
+            std::process::exit(2);
         }
-        finish_partial(&args, "S10", "scale.json", scale);
-    }
-    if args.loadtest_only {
-        let suite = run_loadtest(&args, &profiles).await;
-        if let Ok(results) = &suite {
-            let named: Vec<(&str, loadtest::LoadResult)> =
-                results.iter().map(|(n, r)| (n.as_str(), r.clone())).collect();
-            eprintln!("{}", loadtest::LoadResult::markdown(&named));
-        }
-        finish_partial(&args, "L1-L13", "loadtest.json", suite);
     }
     if !args.combine.is_empty() {
         match report::Report::combine(&args.combine) {
@@ -387,11 +418,13 @@ async fn main() {
         std::process::exit(0);
     }
     if args.chaos_only {
-        profiles.clear();
+        ctx.profiles.clear();
     }
     for s in &skipped {
         eprintln!("skipping {s}");
     }
+    let profiles = &ctx.profiles;
+    let steps = scenarios::round_steps(args.safety_only);
     let mut results: Vec<(&'static str, Vec<scenarios::ControllerResult>)> =
         profiles.iter().map(|p| (p.name, Vec::new())).collect();
     for round in 0..args.repeat {
@@ -410,7 +443,7 @@ async fn main() {
                 profile.bin.display()
             );
             let defaults_pass = round == 0 && !args.skip_defaults_pass;
-            match scenarios::run(&args, profile, defaults_pass).await {
+            match scenarios::round::run(&ctx.sizes.round, profile, defaults_pass, &steps).await {
                 Ok(r) => results[i].1.push(r),
                 Err(e) => {
                     eprintln!("{}: {e}", profile.name);
@@ -419,94 +452,66 @@ async fn main() {
             }
         }
     }
-    let chaos = if args.chaos_seconds > 0 {
-        eprintln!("== S9 chaos soak (wave, {} s)", args.chaos_seconds);
-        match chaos::run(&args).await {
-            Ok(r) => Some(r),
-            Err(e) => {
-                eprintln!("S9: {e}");
-                std::process::exit(1);
+    let mut chaos = None;
+    for scenario in REGISTRY {
+        if let Run::Own {
+            run,
+            when: When::AfterRounds,
+            ..
+        } = scenario.run
+        {
+            match run(&ctx).await {
+                Ok(Figures::Chaos(c)) => chaos = c,
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!("{}: {e}", scenario.id);
+                    std::process::exit(1);
+                }
             }
         }
-    } else {
-        None
-    };
-    let report = report::Report::new(&args, &profiles, results, chaos);
+    }
+    let report = report::Report::new(
+        recorded_sizes(&args),
+        args.safety_only,
+        &ctx.profiles,
+        results,
+        chaos,
+    );
     finish(&args, &report);
     if args.smoke {
         if let Err(e) = report.check_smoke() {
             eprintln!("smoke failed: {e}");
             std::process::exit(1);
         }
-        // L1–L13 for a few seconds each: wave ends every workload current.
-        match run_loadtest(&args, &profiles).await {
-            Ok(results) => {
-                let named: Vec<(&str, loadtest::LoadResult)> =
-                    results.iter().map(|(n, r)| (n.as_str(), r.clone())).collect();
-                println!("{}", loadtest::LoadResult::markdown(&named));
-                for (name, r) in results.iter().filter(|(n, _)| n == "wave") {
-                    if let Some(s) = r.scenarios.iter().find(|s| s.stale > 0) {
-                        eprintln!(
-                            "smoke failed: {name} left {} workloads stale in {}",
-                            s.stale, s.id
-                        );
-                        std::process::exit(1);
+        // L1–L13 for a few seconds each (wave ends every workload current), and S10 at tiny sizes, so
+        // that the scale curve's code runs in CI too.
+        for scenario in REGISTRY {
+            let Run::Own {
+                run,
+                when: When::Alone { smoke: true, .. },
+                ..
+            } = scenario.run
+            else {
+                continue;
+            };
+            eprintln!("== {} {}", scenario.id, scenario.measures);
+            match run(&ctx).await {
+                Ok(figures) => {
+                    if let Some(table) = figures.markdown() {
+                        println!("{table}");
                     }
-                    if r.timed_out {
-                        eprintln!("smoke failed: {name}: L1-L13 did not converge");
+                    if let Err(e) = figures.smoke_check() {
+                        eprintln!("smoke failed: {e}");
                         std::process::exit(1);
                     }
                 }
-            }
-            Err(e) => {
-                eprintln!("smoke failed: L1-L13: {e}");
-                std::process::exit(1);
-            }
-        }
-        // S10 at tiny sizes, so that the scale curve's code runs in CI too.
-        match scale::run(&args, &profiles).await {
-            Ok(s) => {
-                if let Some((name, p)) = s
-                    .curves
-                    .iter()
-                    .flat_map(|(n, c)| c.iter().map(move |p| (n, p)))
-                    .find(|(_, p)| !p.survived)
-                {
-                    eprintln!(
-                        "smoke failed: S10 {name} at {} Deployments: {:?}",
-                        p.deployments, p.failure
-                    );
+                Err(e) => {
+                    eprintln!("smoke failed: {}: {e}", scenario.id);
                     std::process::exit(1);
                 }
-                println!("{}", s.markdown());
-            }
-            Err(e) => {
-                eprintln!("smoke failed: S10: {e}");
-                std::process::exit(1);
             }
         }
     }
     // Do not wait for the runtime to wind down the Deployment watch: the work is done.
     std::process::exit(0);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn with_sizes(sizes: &str) -> Args {
-        Args::parse_from(["wave-bench", "--scale-sizes", sizes])
-    }
-
-    #[test]
-    fn scale_sizes_are_deployments_colon_secrets_smallest_first() {
-        assert_eq!(
-            with_sizes("1000:10000,20000:100000").scale_sizes(),
-            Ok(vec![(1000, 10_000), (20_000, 100_000)])
-        );
-        let err = |s: &str| with_sizes(s).scale_sizes().unwrap_err();
-        assert!(err("1000").contains("expected DEPLOYMENTS:UNREFERENCED_SECRETS"));
-        assert!(err("1000:many").contains("\"many\" is not a count"));
-        assert!(err("5000:1,1000:1").contains("smallest first"));
-    }
 }

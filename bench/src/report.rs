@@ -9,10 +9,10 @@ use plotters::prelude::*;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::Args;
-use crate::chaos::ChaosResult;
-use crate::controller::{self, Profile};
-use crate::scenarios::{ControllerResult, median};
+use crate::harness::controller::{self, Profile};
+use crate::harness::stats::median;
+use crate::scenarios::ControllerResult;
+use crate::scenarios::chaos::ChaosResult;
 
 /// S9's sizes: a combined report takes them from the one file that holds S9.
 const CHAOS_SIZES: [&str; 3] = ["chaos_seconds", "chaos_workloads", "chaos_fault_every"];
@@ -87,8 +87,10 @@ struct Row {
 }
 
 impl Report {
+    /// A run's report: `sizes` are the run's sizes as the results file records them.
     pub fn new(
-        args: &Args,
+        sizes: serde_json::Value,
+        safety_only: bool,
         profiles: &[Profile],
         results: Vec<(&'static str, Vec<ControllerResult>)>,
         chaos: Option<ChaosResult>,
@@ -99,18 +101,7 @@ impl Report {
             date: k8s_openapi::jiff::Timestamp::now()
                 .strftime("%Y-%m-%d")
                 .to_string(),
-            sizes: json!({
-                "namespaces": args.namespaces, "deployments": args.deployments, "updates": args.updates,
-                "unreferenced_secrets": args.unreferenced, "payload_kib": args.payload_kib,
-                "fanout": args.fanout, "storm_deployments": args.storm_deployments,
-                "storm_changes": args.storm_changes, "idle_seconds": args.idle_seconds,
-                "flap_deployments": args.flap_deployments, "flap_seconds": args.flap_seconds,
-                "chaos_seconds": args.chaos_seconds, "chaos_workloads": args.chaos_workloads,
-                "chaos_fault_every": args.chaos_fault_every,
-                "bad_deployments": args.bad_deployments, "bad_pacing": args.bad_pacing,
-                "safety_only": args.safety_only, "repeat": args.repeat,
-                "restart_trials": args.restart_trials, "defaults_pass": !args.skip_defaults_pass,
-            }),
+            sizes,
             versions: versions(profiles),
             results,
             fixed_limits: profiles
@@ -119,7 +110,7 @@ impl Report {
                 .collect(),
             sources: Vec::new(),
             chaos,
-            safety_only: args.safety_only,
+            safety_only,
         }
     }
 
@@ -377,17 +368,17 @@ impl Report {
 
     /// Writes the dated JSON; and, for a full run with both peers, `latest.json` and the chart (a run
     /// of wave alone, or of some scenarios, never replaces the published figures). Returns the dated path.
-    pub fn write(&self, args: &Args) -> std::io::Result<PathBuf> {
-        std::fs::create_dir_all(&args.out)?;
+    pub fn write(&self, out: &Path, smoke: bool) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(out)?;
         let text = serde_json::to_string_pretty(&self.json())? + "\n";
-        let dated = args.out.join(format!("{}-{}.json", self.date, self.commit));
+        let dated = out.join(format!("{}-{}.json", self.date, self.commit));
         std::fs::write(&dated, &text)?;
-        if self.results.len() < 3 || self.safety_only || args.smoke {
+        if self.results.len() < 3 || self.safety_only || smoke {
             eprintln!("latest.json and latest.png kept: not a full run with both peers");
             return Ok(dated);
         }
-        std::fs::write(args.out.join("latest.json"), &text)?;
-        match self.chart(&args.out.join("latest.png")) {
+        std::fs::write(out.join("latest.json"), &text)?;
+        match self.chart(&out.join("latest.png")) {
             Ok(()) => {}
             Err(e) => eprintln!("no chart: {e}"),
         }
@@ -654,7 +645,7 @@ impl Report {
                 let sizes = runs.first().map_or(0, |r| r.s2.len());
                 (0..sizes)
                     .map(|g| {
-                        let of = |f: fn(&crate::scenarios::Memory) -> f64| {
+                        let of = |f: fn(&crate::scenarios::memory::Memory) -> f64| {
                             median(&runs.iter().filter_map(|r| r.s2.get(g).map(f)).collect::<Vec<_>>())
                         };
                         (of(|m| m.steady_rss_mib), of(|m| m.peak_rss_mib))
@@ -827,7 +818,8 @@ fn versions(profiles: &[Profile]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenarios::{FanOut, Latency, LatencySample, Storm};
+    use crate::scenarios::churn::Storm;
+    use crate::scenarios::latency::{FanOut, Latency, LatencySample};
 
     /// A report of one wave round that passes every smoke check: S1 all seen, S3 whole, no restart
     /// write, one ReplicaSet per change at most.

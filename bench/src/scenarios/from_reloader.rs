@@ -23,8 +23,11 @@ use wave_core::hash::Content;
 use wave_core::refs::ConfigKind;
 use wave_core::reloader::{env_var_name, sha};
 
-use crate::audit;
-use crate::controller::{Profile, Running};
+use futures::future::LocalBoxFuture;
+
+use super::{Context, Figures};
+use crate::harness::audit;
+use crate::harness::controller::{Profile, Running};
 
 const NS: &str = "bench-m1";
 const TWIN: &str = "bench-m1-twin";
@@ -98,6 +101,14 @@ fn deployment(j: usize) -> Value {
             "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}})
 }
 
+/// M1 as [`super::REGISTRY`] runs it, with wave's and reloader's profiles.
+pub fn run_registered(ctx: &Context) -> LocalBoxFuture<'_, Result<Figures, String>> {
+    Box::pin(async move {
+        let (wave, reloader) = (ctx.profile("wave")?, ctx.profile("reloader")?);
+        run(wave, reloader).await.map(Figures::FromReloader)
+    })
+}
+
 /// Runs M1 with `wave` and `reloader` on a control plane of its own.
 pub async fn run(wave: &Profile, reloader: &Profile) -> Result<Migration, Error> {
     let dir = std::env::temp_dir().join(format!("wave-bench-{}-m1", std::process::id()));
@@ -153,9 +164,9 @@ async fn run_on(cluster: &testenv::Cluster, wave: &Profile, reloader: &Profile) 
         &log,
     )
     .map_err(|e| format!("starting wave: {e}"))?;
-    let metrics = crate::migration::metrics_port(wave).ok_or("wave's profile has no metrics address")?;
+    let metrics = super::migration::metrics_port(wave).ok_or("wave's profile has no metrics address")?;
     let deadline = Instant::now() + Duration::from_secs(300);
-    while crate::migration::reconciles(metrics) < WORKLOADS as f64 {
+    while super::migration::reconciles(metrics) < WORKLOADS as f64 {
         if Instant::now() > deadline {
             return Err("wave did not reconcile every workload within 5 minutes".into());
         }

@@ -19,8 +19,11 @@ use kube::api::{Api, ListParams, PostParams};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::audit;
-use crate::controller::{Profile, Running};
+use futures::future::LocalBoxFuture;
+
+use super::{Context, Figures};
+use crate::harness::audit;
+use crate::harness::controller::{Profile, Running};
 
 const NS: &str = "bench-m2";
 /// Deployments, and how many of them reference config from init containers only.
@@ -39,6 +42,14 @@ pub struct Migration {
     pub wave_writes: u64,
     /// Wave's workload writes after taking over from wave again.
     pub wave_go_writes_back: u64,
+}
+
+/// M2 as [`super::REGISTRY`] runs it, with wave's and wave-go's profiles.
+pub fn run_registered(ctx: &Context) -> LocalBoxFuture<'_, Result<Figures, String>> {
+    Box::pin(async move {
+        let (wave, wave_go) = (ctx.profile("wave")?, ctx.profile("wave-go")?);
+        run(wave, wave_go).await.map(Figures::FromWave)
+    })
 }
 
 /// Runs M2 with `wave` and `wave_go` on a control plane of its own.
@@ -180,7 +191,7 @@ async fn wait_all_hashed(client: &Client) -> Result<(), Error> {
             .list(&ListParams::default())
             .await
             .map_err(|e| e.to_string())?;
-        let hashed = crate::scenarios::hashed(&list.items);
+        let hashed = crate::harness::population::hashed(&list.items);
         if hashed == WORKLOADS {
             return Ok(());
         }

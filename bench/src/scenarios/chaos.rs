@@ -15,7 +15,7 @@
 //! Every config value is new, so the same hash can never legitimately be written twice to one workload.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -29,10 +29,40 @@ use wave_core::kind::WorkloadKind;
 use wave_core::refs::CrossNamespace;
 use wave_core::workload::Workload;
 
-use crate::Args;
-use crate::controller::{Profile, Running};
+use futures::future::LocalBoxFuture;
+
+use super::{Context, Figures};
+use crate::harness::controller::{Profile, Running};
+use crate::harness::session::cluster_dir;
 
 const NS: &str = "chaos";
+
+/// What S9 runs.
+#[derive(Clone, Debug)]
+pub struct Sizes {
+    /// How long the soak runs, in seconds; 0 skips it.
+    pub seconds: u64,
+    /// Opted-in Deployments (one ConfigMap per ten of them).
+    pub workloads: usize,
+    /// Seconds between faults.
+    pub fault_every: u64,
+    /// The seed of the faults and changes, to repeat a run; a new one from the clock when `None`.
+    pub seed: Option<u64>,
+    /// The wave binary (S9 runs wave alone).
+    pub wave_bin: PathBuf,
+}
+
+/// S9 as [`super::REGISTRY`] runs it: skipped (`None`) when its seconds are 0.
+pub fn run_registered(ctx: &Context) -> LocalBoxFuture<'_, Result<Figures, String>> {
+    Box::pin(async move {
+        let sizes = &ctx.sizes.chaos;
+        if sizes.seconds == 0 {
+            return Ok(Figures::Chaos(None));
+        }
+        eprintln!("== S9 chaos soak (wave, {} s)", sizes.seconds);
+        run(sizes).await.map(|r| Figures::Chaos(Some(r)))
+    })
+}
 const CONFIG_HASH: &str = "wave.pusher.com/config-hash";
 /// The lease of the two replicas; a frozen leader is held for longer than this.
 const LEASE_SECONDS: u64 = 4;
@@ -92,11 +122,11 @@ struct Replica {
 }
 
 impl Replica {
-    fn new(args: &Args, cluster: &testenv::Cluster, name: &str) -> Replica {
+    fn new(sizes: &Sizes, cluster: &testenv::Cluster, name: &str) -> Replica {
         let metrics_port = testenv::free_port();
         let profile = Profile {
             name: "wave",
-            bin: args.wave_bin.clone(),
+            bin: sizes.wave_bin.clone(),
             args: vec![
                 "run".into(),
                 format!("--namespaces={NS}"),
@@ -159,16 +189,15 @@ impl Replica {
 /// Runs S9 on a control plane of its own. When it fails, the error names the seed that repeats it
 /// (`--chaos-seed`), and the control plane's and the replicas' logs are kept (`hack/testenv down`
 /// removes the cluster's directory).
-pub async fn run(args: &Args) -> Result<ChaosResult, String> {
-    let dir = std::env::temp_dir().join(format!("wave-bench-{}-chaos", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+pub async fn run(sizes: &Sizes) -> Result<ChaosResult, String> {
+    let dir = cluster_dir("chaos");
     let cluster = testenv::Cluster::start_in(
         dir.clone(),
         &["--audit", "--nodes", "1", "--apiserver-arg=--watch-cache=false"],
     );
-    let seed = args.chaos_seed.unwrap_or_else(clock_seed);
+    let seed = sizes.seed.unwrap_or_else(clock_seed);
     eprintln!("  S9 seed {seed}");
-    let result = run_on(args, &cluster, seed).await.map_err(|e| {
+    let result = run_on(sizes, &cluster, seed).await.map_err(|e| {
         let kept = dir.with_file_name(format!("wave-bench-{}-chaos-logs", std::process::id()));
         let logs = match copy_logs(&dir.join("logs"), &kept) {
             Ok(()) => format!("the control plane's logs are kept in {}", kept.display()),
@@ -200,17 +229,20 @@ fn copy_logs(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-async fn run_on(args: &Args, cluster: &testenv::Cluster, seed: u64) -> Result<ChaosResult, String> {
+async fn run_on(sizes: &Sizes, cluster: &testenv::Cluster, seed: u64) -> Result<ChaosResult, String> {
     let client = cluster.client().await;
-    let configs = (args.chaos_workloads / 10).max(1);
-    populate(&client, args.chaos_workloads, configs).await?;
-    let mut replicas = [Replica::new(args, cluster, "a"), Replica::new(args, cluster, "b")];
+    let configs = (sizes.workloads / 10).max(1);
+    populate(&client, sizes.workloads, configs).await?;
+    let mut replicas = [
+        Replica::new(sizes, cluster, "a"),
+        Replica::new(sizes, cluster, "b"),
+    ];
     for r in &mut replicas {
         r.ensure()?;
     }
     let mut result = ChaosResult {
-        seconds: args.chaos_seconds,
-        workloads: args.chaos_workloads,
+        seconds: sizes.seconds,
+        workloads: sizes.workloads,
         ..Default::default()
     };
     if !settle(&client, QUIET_TIMEOUT).await? {
@@ -226,8 +258,8 @@ async fn run_on(args: &Args, cluster: &testenv::Cluster, seed: u64) -> Result<Ch
 
     let mut rng = Rng::new(seed);
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
-    let end = Instant::now() + Duration::from_secs(args.chaos_seconds);
-    let mut next_fault = Instant::now() + Duration::from_secs(args.chaos_fault_every);
+    let end = Instant::now() + Duration::from_secs(sizes.seconds);
+    let mut next_fault = Instant::now() + Duration::from_secs(sizes.fault_every);
     let mut version = 0u64;
     while Instant::now() < end {
         version += 1;
@@ -246,7 +278,7 @@ async fn run_on(args: &Args, cluster: &testenv::Cluster, seed: u64) -> Result<Ch
         if Instant::now() >= next_fault {
             let fault = inject(cluster, &mut replicas, &mut rng).await?;
             *result.faults.entry(fault.into()).or_default() += 1;
-            next_fault = Instant::now() + Duration::from_secs(args.chaos_fault_every);
+            next_fault = Instant::now() + Duration::from_secs(sizes.fault_every);
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }

@@ -26,17 +26,62 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::Args;
-use crate::audit;
-use crate::chaos::Rng;
-use crate::controller::{Profile, Running};
-use crate::scenarios::{self, Session, TemplateChanges};
+use futures::future::LocalBoxFuture;
+
+use super::chaos::Rng;
+use super::{Context, Figures};
+use crate::harness::Limits;
+use crate::harness::audit;
+use crate::harness::controller::{Profile, Running};
+use crate::harness::population::{self, Population, S1Pods, populate};
+use crate::harness::session::{Session, cluster_dir, keep_logs};
+use crate::harness::wait::{TemplateChanges, probe_ready, wait_settled};
 
 type Error = String;
 
 /// Reloader's opt-in and pause annotations (L12 uses them for every controller that reads them).
 const RELOADER_AUTO: &str = "reloader.stakater.com/auto";
 const PAUSE_PERIOD: &str = "deployment.reloader.stakater.com/pause-period";
+
+/// What the suite runs.
+#[derive(Clone, Debug)]
+pub struct Sizes {
+    /// How long each scenario's changes go on, in seconds.
+    pub seconds: u64,
+    /// The namespaces of the readiness probe's population (empty of workloads here).
+    pub namespaces: usize,
+    pub limits: Limits,
+    /// Where the logs of a run that did not converge are kept.
+    pub out: std::path::PathBuf,
+}
+
+/// L1–L13 as [`super::REGISTRY`] runs them: for every controller of `ctx`, one after another.
+pub fn run_registered(ctx: &Context) -> LocalBoxFuture<'_, Result<Figures, String>> {
+    Box::pin(async move {
+        let mut results = Vec::new();
+        for p in &ctx.profiles {
+            eprintln!("== L1-L13 {}", p.name);
+            let r = run(&ctx.sizes.loadtest, p)
+                .await
+                .map_err(|e| format!("{}: {e}", p.name))?;
+            results.push((p.name.to_string(), r));
+        }
+        Ok(Figures::Loadtest(results))
+    })
+}
+
+/// Under `--smoke`: wave ends every workload current.
+pub fn smoke_check(results: &[(String, LoadResult)]) -> Result<(), String> {
+    for (name, r) in results.iter().filter(|(n, _)| n == "wave") {
+        if let Some(s) = r.scenarios.iter().find(|s| s.stale > 0) {
+            return Err(format!("{name} left {} workloads stale in {}", s.stale, s.id));
+        }
+        if r.timed_out {
+            return Err(format!("{name}: L1-L13 did not converge"));
+        }
+    }
+    Ok(())
+}
 
 /// One scenario's figures for one controller.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -93,11 +138,10 @@ struct Run {
 }
 
 /// Runs the suite for `profile` on a control plane of its own.
-pub async fn run(args: &Args, profile: &Profile) -> Result<LoadResult, Error> {
-    let dir = std::env::temp_dir().join(format!("wave-bench-{}-l-{}", std::process::id(), profile.name));
-    let _ = std::fs::remove_dir_all(&dir);
+pub async fn run(sizes: &Sizes, profile: &Profile) -> Result<LoadResult, Error> {
+    let dir = cluster_dir(&format!("l-{}", profile.name));
     let cluster = testenv::Cluster::start_in(dir.clone(), &["--audit", "--nodes", "2"]);
-    let result = run_on(args, profile, &cluster).await;
+    let result = run_on(sizes, profile, &cluster).await;
     cluster.stop();
     let _ = std::fs::remove_dir_all(&dir);
     result
@@ -119,24 +163,20 @@ fn base(profile: &Profile) -> Profile {
     }
 }
 
-async fn run_on(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> Result<LoadResult, Error> {
+async fn run_on(sizes: &Sizes, profile: &Profile, cluster: &testenv::Cluster) -> Result<LoadResult, Error> {
     let session = Session::new(cluster, profile).await;
     let (client, kubeconfig, log) = (&session.client, &session.kubeconfig, &session.log);
     // The readiness probe's objects, with no other scenario's.
-    let probe_args = Args {
-        deployments: 0,
-        fanout: 0,
-        storm_deployments: 0,
-        flap_deployments: 0,
-        bad_deployments: 0,
-        ..args.clone()
+    let probe = Population {
+        namespaces: sizes.namespaces,
+        ..Population::default()
     };
-    scenarios::populate(client, &probe_args, profile, scenarios::S1Pods::None).await?;
+    populate(client, &probe, profile, S1Pods::None).await?;
     let mut changes = TemplateChanges::start(client).await?;
     let base = base(profile);
     let mut running = Running::start(&base, kubeconfig, log).map_err(|e| format!("starting: {e}"))?;
-    scenarios::probe_ready(client, &mut changes, &mut running, args).await?;
-    let seconds = Duration::from_secs(args.loadtest_seconds);
+    probe_ready(client, &mut changes, &mut running, sizes.limits).await?;
+    let seconds = Duration::from_secs(sizes.seconds);
     let mut runs: Vec<Run> = Vec::new();
     let mut rng = Rng::new(0x5eed_1a57);
     for id in IDS {
@@ -149,9 +189,9 @@ async fn run_on(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> R
         }
         s.setup().await?;
         if profile.hashes_at_start {
-            s.wait_first_writes(&mut changes, args).await?;
+            s.wait_first_writes(&mut changes, sizes.limits).await?;
         }
-        scenarios::wait_settled(client, Some(&s.ns), args).await?;
+        wait_settled(client, Some(&s.ns), sizes.limits).await?;
         let from = Timestamp::now();
         match id {
             "L6" => {
@@ -166,11 +206,11 @@ async fn run_on(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> R
             "L11" if profile.name == "reloader" => {
                 running.stop();
                 running = Running::start(profile, kubeconfig, log).map_err(|e| format!("restarting: {e}"))?;
-                scenarios::probe_ready(client, &mut changes, &mut running, args).await?;
+                probe_ready(client, &mut changes, &mut running, sizes.limits).await?;
                 s.drive(seconds).await?;
                 running.stop();
                 running = Running::start(&base, kubeconfig, log).map_err(|e| format!("restarting: {e}"))?;
-                scenarios::probe_ready(client, &mut changes, &mut running, args).await?;
+                probe_ready(client, &mut changes, &mut running, sizes.limits).await?;
             }
             _ => s.drive(seconds).await?,
         }
@@ -187,7 +227,7 @@ async fn run_on(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> R
     // controller held to a request rate it cannot lift (Reloader: 5/s) also gets the time its expected
     // reloads take at that rate, so that its figures show its backlog drained, not a wait cut short.
     let backlog = profile.backlog(runs.iter().map(|r| r.result.expected_reloads).sum());
-    let limit = args.limit(Duration::from_secs(360) + backlog);
+    let limit = sizes.limits.limit(Duration::from_secs(360) + backlog);
     let deadline = Instant::now() + limit;
     let timed_out = loop {
         let seen = changes.last();
@@ -206,7 +246,7 @@ async fn run_on(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> R
     };
     running.stop();
     if timed_out {
-        let kept = scenarios::keep_logs(cluster, args, profile);
+        let kept = keep_logs(cluster, &sizes.out, profile);
         let seen = changes.last();
         for r in runs.iter().filter(|r| r.result.stale > 0) {
             eprintln!(
@@ -234,7 +274,7 @@ async fn run_on(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> R
         scenarios.push(r.result);
     }
     Ok(LoadResult {
-        seconds: args.loadtest_seconds,
+        seconds: sizes.seconds,
         scenarios,
         timed_out,
     })
@@ -507,12 +547,16 @@ impl<'a> Scenario<'a> {
 
     /// The controllers that hash at start write every new workload once: wait for that write, so that
     /// it is not counted as the scenario's.
-    async fn wait_first_writes(&mut self, changes: &mut TemplateChanges, args: &Args) -> Result<(), Error> {
+    async fn wait_first_writes(
+        &mut self,
+        changes: &mut TemplateChanges,
+        limits: Limits,
+    ) -> Result<(), Error> {
         if self.id == "L12" {
             // Reloader's annotations: nothing is written at creation.
             return Ok(());
         }
-        let limit = args.limit(Duration::from_secs(120));
+        let limit = limits.limit(Duration::from_secs(120));
         let deadline = Instant::now() + limit;
         loop {
             let seen = changes.last();
@@ -868,12 +912,12 @@ async fn patch_object(client: &Client, ns: &str, kind: &str, name: &str, body: V
 async fn create(client: &Client, ns: &str, resource: &str, body: Value) -> Result<(), Error> {
     let c = client.clone();
     match resource {
-        "namespaces" => scenarios::create(&Api::<Namespace>::all(c), body).await,
-        "configmaps" => scenarios::create(&Api::<ConfigMap>::namespaced(c, ns), body).await,
-        "secrets" => scenarios::create(&Api::<Secret>::namespaced(c, ns), body).await,
-        "statefulsets" => scenarios::create(&Api::<StatefulSet>::namespaced(c, ns), body).await,
-        "daemonsets" => scenarios::create(&Api::<DaemonSet>::namespaced(c, ns), body).await,
-        _ => scenarios::create(&Api::<Deployment>::namespaced(c, ns), body).await,
+        "namespaces" => population::create(&Api::<Namespace>::all(c), body).await,
+        "configmaps" => population::create(&Api::<ConfigMap>::namespaced(c, ns), body).await,
+        "secrets" => population::create(&Api::<Secret>::namespaced(c, ns), body).await,
+        "statefulsets" => population::create(&Api::<StatefulSet>::namespaced(c, ns), body).await,
+        "daemonsets" => population::create(&Api::<DaemonSet>::namespaced(c, ns), body).await,
+        _ => population::create(&Api::<Deployment>::namespaced(c, ns), body).await,
     }
 }
 

@@ -4,8 +4,6 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::Args;
-
 /// The controllers the benchmark knows, in report order (wave first, so each ratio is wave's to a peer's).
 pub const NAMES: [&str; 3] = ["wave", "wave-go", "reloader"];
 
@@ -34,8 +32,19 @@ pub struct Profile {
     pub pacing: Vec<String>,
 }
 
-/// The profiles to run, and the peers skipped for want of a binary.
-pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
+/// The controller binaries given; the peers are optional.
+#[derive(Clone, Debug)]
+pub struct Binaries {
+    pub wave: PathBuf,
+    /// Wave v0.11.0, built outside this repository.
+    pub wave_go: Option<PathBuf>,
+    /// Stakater Reloader v1.4.21, built outside this repository.
+    pub reloader: Option<PathBuf>,
+}
+
+/// The profiles to run, and the peers skipped for want of a binary; `bad_pacing` is wave's
+/// `--max-concurrent-rollouts` for S8.
+pub fn profiles(bins: &Binaries, bad_pacing: usize) -> (Vec<Profile>, Vec<String>) {
     let wave_opt_in = ("wave.pusher.com/update-on-config-change", "true");
     let wave_admin = vec![
         format!("--metrics-bind-address=127.0.0.1:{}", testenv::free_port()),
@@ -44,7 +53,7 @@ pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
     ];
     let mut run = vec![Profile {
         name: "wave",
-        bin: args.wave_bin.clone(),
+        bin: bins.wave.clone(),
         args: [vec!["run".into(), "--update-rate=inf".into()], wave_admin.clone()].concat(),
         // Shipped: 1 write per second, burst 100 (Wave's defaults).
         defaults: [vec!["run".into()], wave_admin].concat(),
@@ -53,10 +62,10 @@ pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
         go_metrics_port: None,
         opt_in: wave_opt_in,
         hashes_at_start: true,
-        pacing: vec![format!("--max-concurrent-rollouts={}", args.bad_pacing)],
+        pacing: vec![format!("--max-concurrent-rollouts={}", bad_pacing)],
     }];
     let mut skipped = Vec::new();
-    match &args.wave_go_bin {
+    match &bins.wave_go {
         // Wave's metrics server binds :8080 and cannot be moved by a flag.
         Some(bin) => run.push(Profile {
             name: "wave-go",
@@ -73,7 +82,7 @@ pub fn profiles(args: &Args) -> (Vec<Profile>, Vec<String>) {
         }),
         None => skipped.push("wave-go (Wave v0.11.0): set WAVE_GO_BIN".to_string()),
     }
-    match &args.reloader_bin {
+    match &bins.reloader {
         // Reloader's HTTP server binds :9090 and cannot be moved by a flag.
         Some(bin) => run.push(Profile {
             name: "reloader",

@@ -14,12 +14,37 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use serde::Serialize;
 
-use crate::Args;
-use crate::audit::{self, Counts};
-use crate::controller::{self, Profile, Running};
-use crate::scenarios::{self, CANARY_NS, Session, TemplateChanges};
+use futures::future::LocalBoxFuture;
+
+use super::latency::{self, spread_and_fan_out};
+use super::{Context, Figures};
+use crate::harness::Limits;
+use crate::harness::audit::{self, Counts};
+use crate::harness::controller::{self, Profile, Running};
+use crate::harness::population::{CANARY_NS, Population, S1Pods, populate};
+use crate::harness::session::{Session, cluster_dir};
+use crate::harness::wait::{TemplateChanges, probe_ready, wait_all_hashed};
 
 type Error = String;
+
+/// What H1 runs: S1's objects and updates (the other scenarios' Deployments are not created).
+#[derive(Clone, Copy, Debug)]
+pub struct Sizes {
+    /// S1's objects; the other scenarios' counts are ignored.
+    pub population: Population,
+    pub updates: usize,
+    /// The idle window before RSS is read, in seconds.
+    pub idle_seconds: u64,
+    pub limits: Limits,
+}
+
+/// H1 as [`super::REGISTRY`] runs it, with wave's profile.
+pub fn run_registered(ctx: &Context) -> LocalBoxFuture<'_, Result<Figures, String>> {
+    Box::pin(async move {
+        let wave = ctx.profile("wave")?;
+        run(&ctx.sizes.history, wave).await.map(Figures::History)
+    })
+}
 
 /// One H1 run.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -56,28 +81,24 @@ pub struct HistoryCost {
 }
 
 /// Runs H1 with `wave`'s profile.
-pub async fn run(args: &Args, wave: &Profile) -> Result<HistoryCost, Error> {
+pub async fn run(sizes: &Sizes, wave: &Profile) -> Result<HistoryCost, Error> {
     // Only S1's objects: the other scenarios' Deployments are not created.
-    let args = Args {
-        fanout: 0,
-        storm_deployments: 0,
-        flap_deployments: 0,
-        bad_deployments: 0,
-        ..args.clone()
+    let sizes = Sizes {
+        population: sizes.population.s1_only(),
+        ..*sizes
     };
-    let without = run_one(&args, wave, false).await?;
+    let without = run_one(&sizes, wave, false).await?;
     let mut with_history = wave.clone();
     with_history.args.push("--config-history".into());
-    let with = run_one(&args, &with_history, true).await?;
+    let with = run_one(&sizes, &with_history, true).await?;
     Ok(HistoryCost { without, with })
 }
 
-async fn run_one(args: &Args, profile: &Profile, history: bool) -> Result<HistoryRun, Error> {
+async fn run_one(sizes: &Sizes, profile: &Profile, history: bool) -> Result<HistoryRun, Error> {
     let tag = if history { "h1-with" } else { "h1-without" };
-    let dir = std::env::temp_dir().join(format!("wave-bench-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = cluster_dir(tag);
     let cluster = testenv::Cluster::start_in(dir.clone(), &["--audit"]);
-    let result = run_on(args, profile, history, &cluster).await;
+    let result = run_on(sizes, profile, history, &cluster).await;
     if result.is_err() {
         let log = std::fs::read_to_string(cluster.dir().join("logs/h1.log")).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(20).collect();
@@ -94,7 +115,7 @@ async fn run_one(args: &Args, profile: &Profile, history: bool) -> Result<Histor
 }
 
 async fn run_on(
-    args: &Args,
+    sizes: &Sizes,
     profile: &Profile,
     history: bool,
     cluster: &testenv::Cluster,
@@ -103,18 +124,25 @@ async fn run_on(
     let (client, kubeconfig, log) = (&session.client, &session.kubeconfig, &session.log);
     // The readiness probe's canary is left out, as in the other scenarios.
     let cost = |from, to| session.cost(from, to);
-    scenarios::populate(client, args, profile, scenarios::S1Pods::None).await?;
+    populate(client, &sizes.population, profile, S1Pods::None).await?;
     let mut changes = TemplateChanges::start(client).await?;
     let started = Timestamp::now();
     let mut running = Running::start(profile, kubeconfig, log).map_err(|e| format!("starting: {e}"))?;
-    scenarios::probe_ready(client, &mut changes, &mut running, args).await?;
-    scenarios::wait_all_hashed(client, args).await?;
-    let spread = scenarios::spread_and_fan_out(args, client, &mut changes, &cost, "v").await?;
+    probe_ready(client, &mut changes, &mut running, sizes.limits).await?;
+    wait_all_hashed(client, &sizes.population, sizes.limits).await?;
+    let s1 = latency::Sizes {
+        namespaces: sizes.population.namespaces,
+        deployments: sizes.population.deployments,
+        updates: sizes.updates,
+        fanout: 0,
+        limits: sizes.limits,
+    };
+    let spread = spread_and_fan_out(&s1, client, &mut changes, &cost, "v").await?;
     // At most one snapshot per hash each Deployment carried: its first, and one per update. A first hash
     // that an update replaced before wave kept its snapshot has none (docs/history.md, "When"), so the
     // wait ends when the count reaches that, or has not moved for 15 s.
     let expected = if history {
-        args.deployments + args.updates
+        sizes.population.deployments + sizes.updates
     } else {
         0
     };
@@ -132,15 +160,15 @@ async fn run_on(
     }
     let timed_out = Instant::now() >= deadline;
     let done = Timestamp::now();
-    tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
+    tokio::time::sleep(Duration::from_secs(sizes.idle_seconds)).await;
     let (rss, hwm) = controller::rss(running.pid()).ok_or("wave exited")?;
     running.stop();
     let requests = cost(started, done);
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     let run = HistoryRun {
         config_history: history,
-        deployments: args.deployments,
-        updates: args.updates,
+        deployments: sizes.population.deployments,
+        updates: sizes.updates,
         p50_ms: spread.s1.p50_ms,
         p99_ms: spread.s1.p99_ms,
         requests_total: audit::total(&requests),

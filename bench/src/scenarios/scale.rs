@@ -23,10 +23,62 @@ use k8s_openapi::jiff::Timestamp;
 use plotters::prelude::*;
 use serde::Serialize;
 
-use crate::Args;
-use crate::audit;
-use crate::controller::{self, Profile, Running};
-use crate::scenarios::{self, S1Pods, Session, TemplateChanges};
+use futures::future::LocalBoxFuture;
+
+use super::latency::{self, spread_and_fan_out};
+use super::memory::{self, idle_window};
+use super::{Context, Figures};
+use crate::harness::Limits;
+use crate::harness::audit;
+use crate::harness::controller::{self, Profile, Running};
+use crate::harness::population::{Population, S1Pods, fill_unreferenced, populate};
+use crate::harness::session::{Session, cluster_dir};
+use crate::harness::wait::{TemplateChanges, probe_ready, wait_all_hashed, wait_settled};
+
+/// What S10 runs.
+#[derive(Clone, Debug)]
+pub struct Sizes {
+    /// As DEPLOYMENTS:UNREFERENCED_SECRETS, smallest first (`--scale-sizes`, checked by [`parse_sizes`]).
+    pub sizes: Vec<String>,
+    /// The unreferenced Secrets' payload, in KiB.
+    pub secret_kib: usize,
+    /// A controller whose RSS passes this is killed, and the size counts as not survived.
+    pub memory_ceiling_gib: u64,
+    /// S1 updates at each size.
+    pub updates: usize,
+    /// The idle window for steady RSS at each size, in seconds.
+    pub idle_seconds: u64,
+    /// The namespaces S1's Deployments are spread over.
+    pub namespaces: usize,
+    pub limits: Limits,
+}
+
+/// S10 as [`super::REGISTRY`] runs it: every controller of `ctx`.
+pub fn run_registered(ctx: &Context) -> LocalBoxFuture<'_, Result<Figures, String>> {
+    Box::pin(async move { run(&ctx.sizes.scale, &ctx.profiles).await.map(Figures::Scale) })
+}
+
+/// `--scale-sizes`, parsed and checked to grow.
+pub fn parse_sizes(sizes: &[String]) -> Result<Vec<(usize, usize)>, String> {
+    let sizes = sizes
+        .iter()
+        .map(|s| {
+            let (d, u) = s.split_once(':').ok_or_else(|| {
+                format!("--scale-sizes {s:?}: expected DEPLOYMENTS:UNREFERENCED_SECRETS, e.g. 1000:10000")
+            })?;
+            let n = |v: &str| {
+                v.trim()
+                    .parse::<usize>()
+                    .map_err(|e| format!("--scale-sizes {s:?}: {v:?} is not a count: {e}"))
+            };
+            Ok((n(d)?, n(u)?))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    if sizes.is_empty() || sizes.windows(2).any(|w| w[1].0 < w[0].0) {
+        return Err("--scale-sizes: give at least one size, smallest first".into());
+    }
+    Ok(sizes)
+}
 
 /// One controller at one size.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -57,21 +109,21 @@ pub struct ScaleResult {
 }
 
 /// Runs the curve for every profile.
-pub async fn run(args: &Args, profiles: &[Profile]) -> Result<ScaleResult, String> {
-    let sizes = args.scale_sizes()?;
+pub async fn run(sizes: &Sizes, profiles: &[Profile]) -> Result<ScaleResult, String> {
+    let points = parse_sizes(&sizes.sizes)?;
     let mut result = ScaleResult {
-        secret_kib: args.scale_secret_kib,
-        memory_ceiling_gib: args.scale_memory_ceiling_gib,
+        secret_kib: sizes.secret_kib,
+        memory_ceiling_gib: sizes.memory_ceiling_gib,
         curves: Vec::new(),
     };
     for profile in profiles {
         let mut curve = Vec::new();
-        for &(deployments, unreferenced) in &sizes {
+        for &(deployments, unreferenced) in &points {
             eprintln!(
                 "== S10 {}: {deployments} Deployments, {unreferenced} unreferenced Secrets",
                 profile.name
             );
-            let point = at_size(args, profile, deployments, unreferenced).await?;
+            let point = at_size(sizes, profile, deployments, unreferenced).await?;
             eprintln!(
                 "  {}: peak {:.0} MiB, checked in {:.1} s, {} requests, S1 p99 {:.0} ms",
                 if point.survived {
@@ -99,47 +151,61 @@ pub async fn run(args: &Args, profiles: &[Profile]) -> Result<ScaleResult, Strin
 /// control plane, populating) is an `Err`; anything the controller did wrong is a point that did not
 /// survive.
 async fn at_size(
-    args: &Args,
+    sizes: &Sizes,
     profile: &Profile,
     deployments: usize,
     unreferenced: usize,
 ) -> Result<ScalePoint, String> {
-    let dir = std::env::temp_dir().join(format!(
-        "wave-bench-{}-s10-{}-{deployments}",
-        std::process::id(),
-        profile.name
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = cluster_dir(&format!("s10-{}-{deployments}", profile.name));
     let cluster = testenv::Cluster::start_in(dir.clone(), &["--audit", "--nodes", "1"]);
-    let sized = Args {
-        deployments,
-        updates: args.scale_updates.min(deployments),
-        fanout: 0,
-        storm_deployments: 0,
-        flap_deployments: 0,
-        bad_deployments: 0,
-        unreferenced,
-        idle_seconds: args.scale_idle_seconds,
-        ..args.clone()
+    let at = At {
+        population: Population {
+            namespaces: sizes.namespaces,
+            deployments,
+            ..Population::default()
+        },
+        spread: latency::Sizes {
+            namespaces: sizes.namespaces,
+            deployments,
+            updates: sizes.updates.min(deployments),
+            fanout: 0,
+            limits: sizes.limits,
+        },
+        idle: memory::Idle {
+            seconds: sizes.idle_seconds,
+            unreferenced,
+        },
     };
-    let result = measure(&sized, profile, &cluster).await;
+    let result = measure(sizes, &at, profile, &cluster).await;
     cluster.stop();
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
 
-async fn measure(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> Result<ScalePoint, String> {
+/// One size: the objects, S1 at it, and the idle window.
+struct At {
+    population: Population,
+    spread: latency::Sizes,
+    idle: memory::Idle,
+}
+
+async fn measure(
+    sizes: &Sizes,
+    at: &At,
+    profile: &Profile,
+    cluster: &testenv::Cluster,
+) -> Result<ScalePoint, String> {
     let session = Session::new(cluster, profile).await;
     let (client, kubeconfig, log) = (&session.client, &session.kubeconfig, &session.log);
     let t = Instant::now();
-    scenarios::populate(client, args, profile, S1Pods::None).await?;
-    scenarios::fill_unreferenced(client, args.unreferenced, args.scale_secret_kib).await?;
-    scenarios::wait_settled(client, None, args).await?;
+    populate(client, &at.population, profile, S1Pods::None).await?;
+    fill_unreferenced(client, at.idle.unreferenced, sizes.secret_kib).await?;
+    wait_settled(client, None, sizes.limits).await?;
     eprintln!("  populated in {:.0?}", t.elapsed());
     let mut changes = TemplateChanges::start(client).await?;
     let mut point = ScalePoint {
-        deployments: args.deployments,
-        unreferenced_secrets: args.unreferenced,
+        deployments: at.population.deployments,
+        unreferenced_secrets: at.idle.unreferenced,
         s1_p99_ms: f64::NAN,
         checked_ms: f64::NAN,
         ..Default::default()
@@ -148,20 +214,20 @@ async fn measure(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> 
     let started = Timestamp::now();
     let t0 = Instant::now();
     let mut running = Running::start(profile, kubeconfig, log).map_err(|e| format!("starting: {e}"))?;
-    let over = watchdog(running.pid(), args.scale_memory_ceiling_gib << 30);
+    let over = watchdog(running.pid(), sizes.memory_ceiling_gib << 30);
     let steps = async {
-        scenarios::probe_ready(client, &mut changes, &mut running, args).await?;
+        probe_ready(client, &mut changes, &mut running, sizes.limits).await?;
         if profile.hashes_at_start {
-            scenarios::wait_all_hashed(client, args).await?;
+            wait_all_hashed(client, &at.population, sizes.limits).await?;
         }
         point.checked_ms = t0.elapsed().as_secs_f64() * 1000.0;
         point.startup_requests = audit::total(&session.cost(started, Timestamp::now()));
-        scenarios::wait_settled(client, None, args).await?;
+        wait_settled(client, None, sizes.limits).await?;
         let cost = |from, to| session.cost(from, to);
-        let spread = scenarios::spread_and_fan_out(args, client, &mut changes, &cost, "v").await?;
+        let spread = spread_and_fan_out(&at.spread, client, &mut changes, &cost, "v").await?;
         point.s1_p99_ms = spread.s1.p99_ms;
         point.s1_missed = spread.s1.missed;
-        let memory = scenarios::idle_window(&mut running, profile, args, args.scale_secret_kib).await?;
+        let memory = idle_window(&mut running, profile, at.idle, sizes.secret_kib).await?;
         point.peak_rss_mib = memory.peak_rss_mib;
         point.steady_rss_mib = memory.steady_rss_mib;
         point.go_heap_inuse_mib = memory.go_heap_inuse_mib;
@@ -172,9 +238,9 @@ async fn measure(args: &Args, profile: &Profile, cluster: &testenv::Cluster) -> 
         Err(e) if over.load(Ordering::Relaxed) => {
             point.failure = Some(format!(
                 "RSS passed {} GiB and it was killed ({e})",
-                args.scale_memory_ceiling_gib
+                sizes.memory_ceiling_gib
             ));
-            point.peak_rss_mib = (args.scale_memory_ceiling_gib << 10) as f64;
+            point.peak_rss_mib = (sizes.memory_ceiling_gib << 10) as f64;
         }
         Err(e) => point.failure = Some(e),
     }
@@ -208,6 +274,22 @@ fn watchdog(pid: u32, ceiling: u64) -> Arc<AtomicBool> {
 }
 
 impl ScaleResult {
+    /// Under `--smoke`: every controller survived every size.
+    pub fn smoke_check(&self) -> Result<(), String> {
+        match self
+            .curves
+            .iter()
+            .flat_map(|(n, c)| c.iter().map(move |p| (n, p)))
+            .find(|(_, p)| !p.survived)
+        {
+            Some((name, p)) => Err(format!(
+                "S10 {name} at {} Deployments: {:?}",
+                p.deployments, p.failure
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// One table: a row per controller and size.
     pub fn markdown(&self) -> String {
         let mut out = format!(
@@ -326,5 +408,26 @@ impl ScaleResult {
                 .map_err(|e| e.to_string())?;
         }
         root.present().map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sizes(s: &str) -> Result<Vec<(usize, usize)>, String> {
+        parse_sizes(&s.split(',').map(String::from).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn scale_sizes_are_deployments_colon_secrets_smallest_first() {
+        assert_eq!(
+            sizes("1000:10000,20000:100000"),
+            Ok(vec![(1000, 10_000), (20_000, 100_000)])
+        );
+        let err = |s: &str| sizes(s).unwrap_err();
+        assert!(err("1000").contains("expected DEPLOYMENTS:UNREFERENCED_SECRETS"));
+        assert!(err("1000:many").contains("\"many\" is not a count"));
+        assert!(err("5000:1,1000:1").contains("smallest first"));
     }
 }

@@ -1,0 +1,363 @@
+//! The scenarios of docs/benchmarks.md and their registry: one table ([`REGISTRY`]) of every scenario,
+//! what it measures and the function that runs it. `main.rs` walks the table; nothing else keeps an
+//! order of scenarios.
+//!
+//! ```text
+//! REGISTRY, in order:
+//!   steps of every controller's round, on the round's control plane (round.rs): S4 startup, S1 + S3,
+//!     S6, S7, S8, the defaults pass, S2 + S5 + S4 idle, S11
+//!   then on control planes of their own: S9 (after the rounds), L1-L13 and S10 (alone with their
+//!     --*-only flag, and after the report under --smoke), H1, M1, M2 (alone with their flag)
+//! ```
+//!
+//! Each scenario takes its own sizes (`Sizes` in its module), which `main.rs` makes from the command
+//! line in one place.
+
+pub mod apiserver;
+pub mod bad_config;
+pub mod chaos;
+pub mod churn;
+pub mod from_reloader;
+pub mod history;
+pub mod latency;
+pub mod loadtest;
+pub mod memory;
+pub mod migration;
+pub mod round;
+pub mod scale;
+
+use futures::future::LocalBoxFuture;
+use serde::Deserialize;
+
+use crate::harness::Error;
+use crate::harness::controller::Profile;
+
+pub use round::{ControllerResult, DefaultsPass};
+
+/// One scenario of the benchmark.
+pub struct Scenario {
+    /// Its name in docs/benchmarks.md and in the results (`S1` … `S11`, `L1-L13`, `H1`, `M1`, `M2`).
+    pub id: &'static str,
+    /// What it measures, in a few words (printed as it starts, when it runs on control planes of its
+    /// own, except S9, which prints its own line with its length).
+    pub measures: &'static str,
+    pub run: Run,
+}
+
+/// Where and when a scenario runs.
+pub enum Run {
+    /// A step of every controller's round, on the round's control plane, in the table's order.
+    /// `safety`: also under `--safety-only`.
+    Round { step: round::Step, safety: bool },
+    /// On control planes of its own.
+    Own {
+        run: OwnRun,
+        when: When,
+        /// The controllers it cannot run without, and what to set when one is missing.
+        needs: Option<(&'static [&'static str], &'static str)>,
+    },
+}
+
+/// When a scenario with control planes of its own runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// After the rounds, its figures part of the report (S9).
+    AfterRounds,
+    /// Alone with its `--*-only` flag, its figures written to `<out>/<file>`; also after the report
+    /// under `--smoke` when `smoke` (it then checks its own figures).
+    Alone { file: &'static str, smoke: bool },
+}
+
+/// Runs a scenario with control planes of its own.
+pub type OwnRun = for<'c> fn(&'c Context) -> LocalBoxFuture<'c, Result<Figures, Error>>;
+
+/// What a scenario with control planes of its own is given: the controllers to run and every
+/// scenario's sizes.
+pub struct Context {
+    pub profiles: Vec<Profile>,
+    pub sizes: Sizes,
+}
+
+impl Context {
+    /// The profile named `name`.
+    fn profile(&self, name: &str) -> Result<&Profile, Error> {
+        self.profiles
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| format!("no {name} binary was given"))
+    }
+}
+
+/// Every scenario's sizes, made by `main.rs` from the command line.
+pub struct Sizes {
+    pub round: round::Sizes,
+    pub chaos: chaos::Sizes,
+    pub scale: scale::Sizes,
+    pub loadtest: loadtest::Sizes,
+    pub history: history::Sizes,
+}
+
+/// The figures of a scenario with control planes of its own.
+pub enum Figures {
+    /// S9; `None` when `--chaos-seconds 0` skipped it.
+    Chaos(Option<chaos::ChaosResult>),
+    Scale(scale::ScaleResult),
+    /// Per controller, in run order.
+    Loadtest(Vec<(String, loadtest::LoadResult)>),
+    History(history::HistoryCost),
+    FromReloader(from_reloader::Migration),
+    FromWave(migration::Migration),
+}
+
+impl Figures {
+    /// The figures as pretty JSON (what `<out>/<file>` holds).
+    pub fn json(&self) -> String {
+        let text = match self {
+            Figures::Chaos(c) => serde_json::to_string_pretty(c),
+            Figures::Scale(s) => serde_json::to_string_pretty(s),
+            Figures::Loadtest(l) => serde_json::to_string_pretty(l),
+            Figures::History(h) => serde_json::to_string_pretty(h),
+            Figures::FromReloader(m) => serde_json::to_string_pretty(m),
+            Figures::FromWave(m) => serde_json::to_string_pretty(m),
+        };
+        text.unwrap_or_default()
+    }
+
+    /// A table of the figures, where the scenario has one.
+    pub fn markdown(&self) -> Option<String> {
+        match self {
+            Figures::Scale(s) => Some(s.markdown()),
+            Figures::Loadtest(l) => {
+                let named: Vec<(&str, loadtest::LoadResult)> =
+                    l.iter().map(|(n, r)| (n.as_str(), r.clone())).collect();
+                Some(loadtest::LoadResult::markdown(&named))
+            }
+            _ => None,
+        }
+    }
+
+    /// Writes what goes beside `<out>/<file>` (S10's chart).
+    pub fn write_beside(&self, out: &std::path::Path) {
+        if let Figures::Scale(s) = self {
+            let _ = std::fs::create_dir_all(out);
+            if let Err(e) = s.chart(&out.join("scale.png")) {
+                eprintln!("no chart: {e}");
+            }
+        }
+    }
+
+    /// Under `--smoke`: what is wrong with the figures, if anything.
+    pub fn smoke_check(&self) -> Result<(), String> {
+        match self {
+            Figures::Loadtest(l) => loadtest::smoke_check(l),
+            Figures::Scale(s) => s.smoke_check(),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Every scenario, in the order they run.
+pub static REGISTRY: &[Scenario] = &[
+    Scenario {
+        id: "S4",
+        measures: "API cost at start-up: requests until ready and every workload hashed",
+        run: Run::Round {
+            step: round::startup,
+            safety: true,
+        },
+    },
+    Scenario {
+        id: "S1, S3",
+        measures: "latency of one change at a time (and S4's cost per change); fan-out of one Secret",
+        run: Run::Round {
+            step: round::spread,
+            safety: false,
+        },
+    },
+    Scenario {
+        id: "S6",
+        measures: "a storm: rollouts from changes in a burst",
+        run: Run::Round {
+            step: round::storm,
+            safety: true,
+        },
+    },
+    Scenario {
+        id: "S7",
+        measures: "flapping: rollouts from a change every second",
+        run: Run::Round {
+            step: round::flap,
+            safety: true,
+        },
+    },
+    Scenario {
+        id: "S8",
+        measures: "bad config: Deployments rolled onto it and left broken",
+        run: Run::Round {
+            step: round::bad_config,
+            safety: true,
+        },
+    },
+    Scenario {
+        id: "defaults",
+        measures: "S1 and S3 at the shipped defaults (first round), or S8's held-back writes",
+        run: Run::Round {
+            step: round::defaults,
+            safety: false,
+        },
+    },
+    Scenario {
+        id: "S2, S5",
+        measures: "memory with unreferenced Secrets per payload size; a restart; S4 idle",
+        run: Run::Round {
+            step: round::memory,
+            safety: false,
+        },
+    },
+    Scenario {
+        id: "S11",
+        measures: "apiserver restarts: time from /readyz to a change handled",
+        run: Run::Round {
+            step: round::apiserver_restart,
+            safety: false,
+        },
+    },
+    Scenario {
+        id: "S9",
+        measures: "chaos soak",
+        run: Run::Own {
+            run: chaos::run_registered,
+            when: When::AfterRounds,
+            needs: None,
+        },
+    },
+    Scenario {
+        id: "L1-L13",
+        measures: "Stakater Reloader's load-test scenarios",
+        run: Run::Own {
+            run: loadtest::run_registered,
+            when: When::Alone {
+                file: "loadtest.json",
+                smoke: true,
+            },
+            needs: None,
+        },
+    },
+    Scenario {
+        id: "S10",
+        measures: "the scale curve",
+        run: Run::Own {
+            run: scale::run_registered,
+            when: When::Alone {
+                file: "scale.json",
+                smoke: true,
+            },
+            needs: None,
+        },
+    },
+    Scenario {
+        id: "H1",
+        measures: "config history at the S1 size",
+        run: Run::Own {
+            run: history::run_registered,
+            when: When::Alone {
+                file: "h1.json",
+                smoke: false,
+            },
+            needs: Some((&["wave"], "wave's binary: set WAVE_BIN")),
+        },
+    },
+    Scenario {
+        id: "M1",
+        measures: "switching from Reloader",
+        run: Run::Own {
+            run: from_reloader::run_registered,
+            when: When::Alone {
+                file: "m1.json",
+                smoke: false,
+            },
+            needs: Some((&["wave", "reloader"], "Reloader: set RELOADER_BIN")),
+        },
+    },
+    Scenario {
+        id: "M2",
+        measures: "switching from Wave and back",
+        run: Run::Own {
+            run: migration::run_registered,
+            when: When::Alone {
+                file: "m2.json",
+                smoke: false,
+            },
+            needs: Some((&["wave", "wave-go"], "Wave: set WAVE_GO_BIN")),
+        },
+    },
+];
+
+/// The round's steps, in the registry's order; under `--safety-only`, only those marked for it.
+pub fn round_steps(safety_only: bool) -> Vec<round::Step> {
+    REGISTRY
+        .iter()
+        .filter_map(|s| match s.run {
+            Run::Round { step, safety } if safety || !safety_only => Some(step),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The scenario named `id`.
+pub fn by_id(id: &str) -> Option<&'static Scenario> {
+    REGISTRY.iter().find(|s| s.id == id)
+}
+
+/// serde_json writes a figure that was not measured (NaN) as `null`; `--combine` reads it back as NaN.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Option::<f64>::deserialize(d).map(|v| v.unwrap_or(f64::NAN))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_scenario_has_its_own_name() {
+        let mut ids: Vec<&str> = REGISTRY.iter().map(|s| s.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), REGISTRY.len());
+    }
+
+    #[test]
+    fn safety_only_runs_the_start_up_and_the_churn_and_bad_config_steps() {
+        let ids = |safety_only: bool| -> Vec<&str> {
+            REGISTRY
+                .iter()
+                .filter(|s| matches!(s.run, Run::Round { safety, .. } if safety || !safety_only))
+                .map(|s| s.id)
+                .collect()
+        };
+        assert_eq!(ids(true), ["S4", "S6", "S7", "S8"]);
+        assert_eq!(
+            ids(false),
+            ["S4", "S1, S3", "S6", "S7", "S8", "defaults", "S2, S5", "S11"]
+        );
+        assert_eq!(round_steps(true).len(), 4);
+    }
+
+    #[test]
+    fn each_alone_scenario_writes_a_file_of_its_own() {
+        let mut files: Vec<&str> = REGISTRY
+            .iter()
+            .filter_map(|s| match s.run {
+                Run::Own {
+                    when: When::Alone { file, .. },
+                    ..
+                } => Some(file),
+                _ => None,
+            })
+            .collect();
+        let n = files.len();
+        files.sort_unstable();
+        files.dedup();
+        assert_eq!((n, files.len()), (5, 5));
+    }
+}
