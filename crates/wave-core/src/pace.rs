@@ -242,6 +242,8 @@ pub struct Census {
     pub next_deadline: Option<Timestamp>,
     /// Failed workloads whose marker does not record the failure yet (`unrecorded_failure`).
     pub unrecorded: BTreeSet<WorkloadRef>,
+    /// Versions whose failure `wave resume` released.
+    pub released: BTreeSet<Version>,
 }
 
 impl Census {
@@ -317,7 +319,9 @@ impl Census {
         why: &str,
         released: bool,
     ) {
-        if !released {
+        if released {
+            self.released.extend(versions);
+        } else {
             // A marker or record is metadata its workload's owner can write, so a failure halts only
             // versions of config in the workload's own namespace: nobody halts another namespace's
             // rollouts (`docs/security.md`).
@@ -397,10 +401,14 @@ pub struct Pacer {
     halted: BTreeMap<WorkloadRef, Version>,
     /// The halts as last seen.
     halts: BTreeMap<Version, Halt>,
-    /// Halts whose failed workload was deleted: the cluster no longer shows them, so memory keeps
-    /// them until the object changes (a rollout of another version of it is admitted). A restart
-    /// forgets them (`docs/behaviour.md`, "Halting a bad config").
-    orphaned: BTreeMap<Version, Halt>,
+    /// Halts the cluster no longer shows, though neither released nor superseded: the failed workload
+    /// was deleted, or undone (`kubectl rollout undo` puts back the old ReplicaSet's annotations, and
+    /// with them an old marker, and removes the failure record). Memory keeps them until the object
+    /// changes (a rollout of another version of it is admitted); a restart forgets them
+    /// (`docs/behaviour.md`, "Halting a bad config").
+    remembered: BTreeMap<Version, Halt>,
+    /// Halts a newer version superseded since the last census: not to be remembered.
+    superseded: BTreeSet<Version>,
     unrecorded: BTreeSet<WorkloadRef>,
     next_seq: u64,
 }
@@ -425,7 +433,8 @@ impl Pacer {
             admitted: HashMap::new(),
             halted: BTreeMap::new(),
             halts: BTreeMap::new(),
-            orphaned: BTreeMap::new(),
+            remembered: BTreeMap::new(),
+            superseded: BTreeSet::new(),
             unrecorded: BTreeSet::new(),
             next_seq: 0,
         }
@@ -450,12 +459,19 @@ impl Pacer {
         self.admitted
             .retain(|id, hash| lookup(id).is_some_and(|w| w.current_hash() != Some(hash.as_str())));
         c.rolling.extend(self.admitted.keys().cloned());
-        for (version, halt) in std::mem::take(&mut c.halts) {
-            self.orphaned.remove(&version);
-            c.halts.insert(version, halt);
+        let superseded = std::mem::take(&mut self.superseded);
+        for (version, halt) in &self.halts {
+            if !c.halts.contains_key(version)
+                && !c.released.contains(version)
+                && !superseded.contains(version)
+            {
+                self.remembered.insert(version.clone(), halt.clone());
+            }
         }
-        for (version, halt) in &self.orphaned {
-            c.halts.entry(version.clone()).or_insert_with(|| halt.clone());
+        self.remembered
+            .retain(|version, _| !c.halts.contains_key(version) && !c.released.contains(version));
+        for (version, halt) in &self.remembered {
+            c.halts.insert(version.clone(), halt.clone());
         }
         let to_record = c
             .unrecorded
@@ -564,23 +580,23 @@ impl Pacer {
         self.halted.remove(id);
     }
 
-    /// `id` was deleted. A halt its failure caused stays (see `orphaned`).
+    /// `id` was deleted: it leaves the line (a halt its failure caused stays: see `remembered`).
     pub fn deleted(&mut self, id: &WorkloadRef) {
         self.forget(id);
         self.admitted.remove(id);
-        for halt in self.halts.values().filter(|h| &h.failed == id) {
-            self.orphaned.insert(halt.version.clone(), halt.clone());
-        }
     }
 
-    /// A rollout delivering `delivers` was admitted: halts of other versions of those objects whose
-    /// failed workload is gone end (the object changed since).
+    /// A rollout delivering `delivers` was admitted: remembered halts of other versions of those
+    /// objects end (the object changed since).
     pub fn superseded(&mut self, delivers: &[Version]) {
-        self.orphaned.retain(|halted, _| {
-            !delivers
+        let newer = |halted: &Version| {
+            delivers
                 .iter()
                 .any(|v| v.object == halted.object && v.digest != halted.digest)
-        });
+        };
+        self.remembered.retain(|halted, _| !newer(halted));
+        let gone: Vec<Version> = self.halts.keys().filter(|h| newer(h)).cloned().collect();
+        self.superseded.extend(gone);
     }
 
     /// Gives back the slot taken for a write that was not made.
@@ -820,8 +836,12 @@ mod tests {
         assert_eq!(p.counts(), (0, 0), "a workload that may roll is no longer held");
         let (_, changes) = p.census(&ws, lookup, DEFAULT_ROLLOUT_DEADLINE, now());
         assert_eq!(changes, HaltChanges::default(), "a halt is reported once");
-        let (_, changes) = p.census([], lookup, DEFAULT_ROLLOUT_DEADLINE, now());
-        assert!(changes.ended);
+        let mut released = ws[0].clone();
+        released
+            .annotations
+            .insert(names::HALT_RELEASED.into(), "h".into());
+        let (c, changes) = p.census([&released], lookup, DEFAULT_ROLLOUT_DEADLINE, now());
+        assert!(changes.ended && c.halts.is_empty(), "released by wave resume");
     }
 
     #[test]
