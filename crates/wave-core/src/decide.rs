@@ -129,6 +129,7 @@ impl Decision {
             Decision::Hold(Hold::Halted(_)) => "halted",
             Decision::Hold(Hold::Flapping { .. }) => "held",
             Decision::Hold(Hold::Coalesced(_)) => "coalesced",
+            Decision::Hold(Hold::Paused) => "paused",
             Decision::Write { rollout: true, .. } => "rollout",
             Decision::Write { .. } => "write",
         }
@@ -229,6 +230,7 @@ pub fn rollout_verdict(
         flapping: &flapping,
         coalesce,
         halts: memory.halts,
+        paused: workload.progress.paused,
         now: memory.now,
     })
 }
@@ -253,6 +255,8 @@ pub struct Facts<'a> {
     pub coalesce: Option<Duration>,
     /// The halted config versions.
     pub halts: &'a BTreeMap<Version, Halt>,
+    /// Someone paused it (`kubectl rollout pause`): it would not roll anyway.
+    pub paused: bool,
     /// Now.
     pub now: Instant,
 }
@@ -284,13 +288,17 @@ pub enum Hold {
     },
     /// It rolled less than its minimum interval ago: roll, with the final hash, after this long.
     Coalesced(Duration),
+    /// Someone paused the Deployment: wave writes nothing until it is resumed (its watch event wakes
+    /// it), so the rollout then goes through pacing like any other, and a paused Deployment never
+    /// holds a slot.
+    Paused,
 }
 
 impl Hold {
     /// When to look again by itself; `None` when only an event ends it (a halt).
     pub fn recheck(&self, now: Instant) -> Option<Duration> {
         match self {
-            Hold::Halted(_) => None,
+            Hold::Halted(_) | Hold::Paused => None,
             Hold::Flapping { until, .. } => Some(until.saturating_duration_since(now)),
             Hold::Coalesced(wait) => Some(*wait),
         }
@@ -304,6 +312,7 @@ impl Hold {
             Hold::Coalesced(wait) => {
                 format!("coalesced: it rolled less than its minimum interval ago; rolls in {wait:?}")
             }
+            Hold::Paused => "paused: its config rolls once the Deployment is resumed".to_string(),
         }
     }
 }
@@ -321,6 +330,9 @@ pub fn decide(f: &Facts<'_>) -> Verdict {
         .filter(|h| &h.failed != f.id)
     {
         return Verdict::Hold(Hold::Halted(halt.clone()));
+    }
+    if f.paused {
+        return Verdict::Hold(Hold::Paused);
     }
     // Held only when every change it delivers is a flapping object's: a real change elsewhere rolls.
     let flapping_until = |v: &Version| {
@@ -453,6 +465,7 @@ mod tests {
         flapping: Vec<(ConfigKey, Instant)>,
         coalesce: Option<Duration>,
         halts: BTreeMap<Version, Halt>,
+        paused: bool,
         now: Instant,
     }
 
@@ -465,6 +478,7 @@ mod tests {
                 flapping: Vec::new(),
                 coalesce: None,
                 halts: BTreeMap::new(),
+                paused: false,
                 now: Instant::now(),
             }
         }
@@ -479,6 +493,7 @@ mod tests {
                 flapping: &self.flapping,
                 coalesce: self.coalesce,
                 halts: &self.halts,
+                paused: self.paused,
                 now: self.now,
             })
         }
@@ -547,6 +562,15 @@ mod tests {
             !matches!(c.decide("h1", "h2"), Verdict::Hold(Hold::Halted(_))),
             "a new version of the object is not halted"
         );
+    }
+
+    #[test]
+    fn a_paused_deployment_rolls_nothing_until_resumed_but_an_undo_and_a_halt_still_come_first() {
+        let mut c = Case::new();
+        c.paused = true;
+        assert_eq!(c.decide("h1", "h2"), Verdict::Hold(Hold::Paused));
+        c.halt(v("a", "2"), "other");
+        assert!(matches!(c.decide("h1", "h2"), Verdict::Hold(Hold::Halted(_))));
     }
 
     #[test]

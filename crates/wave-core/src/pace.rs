@@ -153,6 +153,11 @@ impl Marker {
         }
     }
 
+    /// Whether this marker describes `w`'s current rollout: it names the hash the template carries.
+    pub fn is_current(&self, w: &Workload) -> bool {
+        w.current_hash() == Some(self.hash.as_str())
+    }
+
     /// The config versions this rollout delivers: the objects in `changed`, at their version.
     pub fn delivers(&self) -> Vec<Version> {
         self.changed
@@ -257,7 +262,7 @@ impl Census {
 /// the marker names its current hash (`wave status`; the census reads the same rule below).
 pub fn rollout_state(w: &Workload, default_deadline: Duration, now: Timestamp) -> State {
     let started = Marker::read(w)
-        .filter(|m| w.current_hash() == Some(m.hash.as_str()))
+        .filter(|m| m.is_current(w))
         .and_then(|m| m.started());
     let (limit, _) = deadline(w, default_deadline);
     rollout::state(w.id.kind, w.generation, &w.progress, started, limit, now)
@@ -279,12 +284,9 @@ pub fn census<'a>(
             let released = w.annotations.get(names::HALT_RELEASED) == Some(&f.hash);
             c.add_failure(w, f.versions(), &f.why, released);
         }
-        let Some(marker) = Marker::read(w) else {
+        let Some(marker) = Marker::read(w).filter(|m| m.is_current(w)) else {
             continue;
         };
-        if w.current_hash() != Some(marker.hash.as_str()) {
-            continue;
-        }
         let (limit, _) = deadline(w, default_deadline);
         let started = marker.started();
         match rollout::state(w.id.kind, w.generation, &w.progress, started, limit, now) {
@@ -345,7 +347,7 @@ pub fn unrecorded_failure(
     default_deadline: Duration,
     now: Timestamp,
 ) -> Option<serde_json::Value> {
-    let marker = Marker::read(w).filter(|m| w.current_hash() == Some(m.hash.as_str()))?;
+    let marker = Marker::read(w).filter(|m| m.is_current(w))?;
     if Failure::read(w).is_some_and(|f| f.hash == marker.hash) {
         return None;
     }
@@ -397,6 +399,7 @@ struct Ticket {
 pub struct Pacer {
     limit: usize,
     waiting: HashMap<WorkloadRef, Ticket>,
+    /// Admitted rollouts the watch has not shown yet: the workload's resourceVersion when admitted.
     admitted: HashMap<WorkloadRef, String>,
     halted: BTreeMap<WorkloadRef, Version>,
     /// The halts as last seen.
@@ -446,7 +449,8 @@ impl Pacer {
     }
 
     /// The census of `workloads`, with the rollouts admitted but not yet seen counted as in progress
-    /// (an admitted one is seen once its workload carries the admitted hash), and what changed in the
+    /// (an admitted one is seen once any newer version of its workload is: wave's write, or whatever
+    /// came first; from then on its marker tells), and what changed in the
     /// halts since the last call.
     pub fn census<'a>(
         &mut self,
@@ -457,7 +461,7 @@ impl Pacer {
     ) -> (Census, HaltChanges) {
         let mut c = census(workloads, default_deadline, now);
         self.admitted
-            .retain(|id, hash| lookup(id).is_some_and(|w| w.current_hash() != Some(hash.as_str())));
+            .retain(|id, at| lookup(id).is_some_and(|w| &w.resource_version == at));
         c.rolling.extend(self.admitted.keys().cloned());
         let superseded = std::mem::take(&mut self.superseded);
         for (version, halt) in &self.halts {
@@ -505,12 +509,17 @@ impl Pacer {
     /// Decides one rollout of `id` to `hash` that may roll (`decide::Verdict::Roll`): a slot now, or
     /// a place in line. `Go` admits it at once (the slot is taken before the write, so concurrent
     /// decisions never over-admit).
-    pub fn decide(&mut self, id: &WorkloadRef, hash: &str, priority: i64, census: &Census) -> Admission {
+    pub fn decide(&mut self, workload: &Workload, priority: i64, census: &Census) -> Admission {
+        let id = &workload.id;
+        let at = &workload.resource_version;
         self.halted.remove(id);
-        if self.admitted.contains_key(id) || census.rolling.contains(id) {
-            // Already rolling: a newer change replaces the rollout in its slot.
+        // Admitted, its write not seen yet: a newer change replaces that write in its slot. A workload
+        // the census shows rolling waits in line like any other: the rollout it counts for may be
+        // someone else's (a `helm upgrade` whose template kept the hash), and letting every such
+        // workload through would roll them all at once.
+        if self.admitted.contains_key(id) {
             self.waiting.remove(id);
-            self.admitted.insert(id.clone(), hash.to_string());
+            self.admitted.insert(id.clone(), at.clone());
             return Admission::Go;
         }
         let seq = self.next_seq;
@@ -525,7 +534,7 @@ impl Pacer {
         let position = self.line(census).iter().position(|w| w == id).unwrap_or(0);
         if position < free {
             self.waiting.remove(id);
-            self.admitted.insert(id.clone(), hash.to_string());
+            self.admitted.insert(id.clone(), at.clone());
             Admission::Go
         } else {
             Admission::Queued {
@@ -540,9 +549,7 @@ impl Pacer {
     /// Whether `id` could roll now without a place in line: it is rolling already, or a slot is free
     /// beyond the workloads waiting (the webhook's question: it cannot queue).
     pub fn has_room(&self, id: &WorkloadRef, census: &Census) -> bool {
-        self.admitted.contains_key(id)
-            || census.rolling.contains(id)
-            || census.rolling.len() + self.waiting.len() < self.limit
+        self.admitted.contains_key(id) || census.rolling.len() + self.waiting.len() < self.limit
     }
 
     /// The waiting workloads in the order they roll: a workload whose last rollout failed first (a
@@ -655,6 +662,10 @@ mod tests {
         json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1})
     }
 
+    fn wl(name: &str) -> Workload {
+        deployment("ns", name, &[], json!({"containers": []}))
+    }
+
     fn id(name: &str) -> WorkloadRef {
         WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", name)
     }
@@ -745,7 +756,7 @@ mod tests {
     fn at_most_the_limit_rolls_and_the_rest_wait_first_come_first_served() {
         let mut p = Pacer::new(2);
         let c = Census::default();
-        assert_eq!(p.decide(&id("a"), "h", 0, &c), Admission::Go);
+        assert_eq!(p.decide(&wl("a"), 0, &c), Admission::Go);
         let (c, _) = p.census([], |_| None::<&Workload>, DEFAULT_ROLLOUT_DEADLINE, now());
         assert!(
             c.rolling.is_empty(),
@@ -753,11 +764,11 @@ mod tests {
         );
         let mut c = Census::default();
         for name in ["a", "b"] {
-            assert_eq!(p.decide(&id(name), "h", 0, &c), Admission::Go);
+            assert_eq!(p.decide(&wl(name), 0, &c), Admission::Go);
             c.rolling.insert(id(name));
         }
         assert_eq!(
-            p.decide(&id("c"), "h", 0, &c),
+            p.decide(&wl("c"), 0, &c),
             Admission::Queued {
                 first: true,
                 position: 1,
@@ -766,7 +777,7 @@ mod tests {
             }
         );
         assert_eq!(
-            p.decide(&id("d"), "h", 0, &c),
+            p.decide(&wl("d"), 0, &c),
             Admission::Queued {
                 first: true,
                 position: 2,
@@ -775,7 +786,7 @@ mod tests {
             }
         );
         assert_eq!(
-            p.decide(&id("c"), "h", 0, &c),
+            p.decide(&wl("c"), 0, &c),
             Admission::Queued {
                 first: false,
                 position: 1,
@@ -787,7 +798,7 @@ mod tests {
         c.rolling.remove(&id("a"));
         assert_eq!(p.due(&c), [id("c")]);
         assert_eq!(
-            p.decide(&id("d"), "h", 0, &c),
+            p.decide(&wl("d"), 0, &c),
             Admission::Queued {
                 first: false,
                 position: 2,
@@ -796,9 +807,9 @@ mod tests {
             },
             "the free slot is c's"
         );
-        assert_eq!(p.decide(&id("c"), "h", 0, &c), Admission::Go);
+        assert_eq!(p.decide(&wl("c"), 0, &c), Admission::Go);
         assert_eq!(
-            p.decide(&id("b"), "h2", 0, &c),
+            p.decide(&wl("b"), 0, &c),
             Admission::Go,
             "a rolling workload keeps its slot"
         );
@@ -810,10 +821,7 @@ mod tests {
         let mut c = Census::default();
         c.rolling.insert(id("busy"));
         for (name, prio) in [("low", 0), ("high", 5), ("broken", 0)] {
-            assert!(matches!(
-                p.decide(&id(name), "h", prio, &c),
-                Admission::Queued { .. }
-            ));
+            assert!(matches!(p.decide(&wl(name), prio, &c), Admission::Queued { .. }));
         }
         assert_eq!(p.line(&c), [id("high"), id("low"), id("broken")]);
         c.failed.insert(id("broken"), "ProgressDeadlineExceeded".into());
@@ -832,7 +840,7 @@ mod tests {
         assert!(p.hold(&id("other"), &halt));
         assert!(!p.hold(&id("other"), &halt), "told once");
         assert_eq!(p.counts(), (0, 1));
-        assert_eq!(p.decide(&id("other"), "h2", 0, &c), Admission::Go);
+        assert_eq!(p.decide(&wl("other"), 0, &c), Admission::Go);
         assert_eq!(p.counts(), (0, 0), "a workload that may roll is no longer held");
         let (_, changes) = p.census(&ws, lookup, DEFAULT_ROLLOUT_DEADLINE, now());
         assert_eq!(changes, HaltChanges::default(), "a halt is reported once");

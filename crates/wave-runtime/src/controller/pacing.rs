@@ -174,7 +174,7 @@ pub fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Option<Outc
         let tracker = ctx.tracker();
         let mut pacer = ctx.pacer();
         let (census, changes, wake) = look(ctx, &tracker, &mut pacer);
-        let admission = pacer.decide(&workload.id, &marker.hash, priority, &census);
+        let admission = pacer.decide(workload, priority, &census);
         if admission == Admission::Go {
             pacer.superseded(&marker.delivers());
         }

@@ -69,6 +69,8 @@ pub enum Outcome {
     Coalesced(Duration),
     /// A config object it uses is flapping: look again once that has been quiet, after this long.
     HeldFlapping(Duration),
+    /// Someone paused the Deployment: its resume wakes it.
+    HeldPaused,
     /// Waiting for a rollout slot: woken when one frees (or look again after this long).
     Queued(Option<Duration>),
     /// A config version it would roll failed on another workload: woken when the halt ends.
@@ -99,6 +101,7 @@ impl Outcome {
             Outcome::RateLimited(_) => "rate_limited",
             Outcome::Coalesced(_) => "coalesced",
             Outcome::HeldFlapping(_) => "held_flapping",
+            Outcome::HeldPaused => "held_paused",
             Outcome::Queued(_) => "queued",
             Outcome::Halted => "halted",
             Outcome::Pinned => "pinned",
@@ -481,6 +484,11 @@ pub(super) fn held(ctx: &Context, workload: &Workload, hold: Hold) -> Outcome {
         Hold::Coalesced(wait) => {
             tracing::debug!(workload = %workload.id, ?wait, "rollout coalesced");
             Outcome::Coalesced(wait)
+        }
+        Hold::Paused => {
+            // Its resume changes its generation, which wakes it.
+            tracing::debug!(workload = %workload.id, "paused by its owner; the rollout waits for the resume");
+            Outcome::HeldPaused
         }
     }
 }
