@@ -217,6 +217,18 @@ pub async fn restore(
         Ok(snapshot) => snapshot,
         Err(why) => return Ok(Restored::Refused(why)),
     };
+    // What the restore overwrites must have a snapshot too, or it would be lost for good: a version
+    // wave wrote a moment ago may not have one yet (`wave_core::decide::undo_action`).
+    let current = Snapshot::name(id, &pin.config);
+    let kept = api::get_snapshot(&ctx.client, id, &pin.config)
+        .await
+        .map_err(fail(format!("reading the config snapshot {current}")))?;
+    if kept.is_none() {
+        return Ok(Restored::Refused(format!(
+            "the current config (hash {}) has no snapshot yet, and restoring would lose it",
+            pin.config
+        )));
+    }
     let now = Snapshot::of(&id.namespace, refs, fetched);
     if let Err(why) = history::restorable(&snapshot, &now, &ctx.hashing, &pin.hash) {
         return Ok(Restored::Refused(why));
