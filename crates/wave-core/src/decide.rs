@@ -14,9 +14,10 @@
 //!                                                 `pace::Pacer`, the one stateful step after this)
 //! ```
 //!
-//! The controller calls [`decision`]; the webhook on UPDATE calls [`rollout`] (its own plan is
-//! `admission::decide`); `wave explain` calls [`decide`] with what it can read. They differ only in
-//! what they can read (the webhook and `explain` know nothing of coalescing, say). The order is the
+//! The controller calls [`decision`]; the webhook on UPDATE and the Reloader path call
+//! [`rollout_verdict`] (their own plans are `admission::decide` and `reloader::plan`). They differ only
+//! in what they can read: a webhook replica that does not lead knows nothing of coalescing, say.
+//! (`wave explain` still reads wave's Events for holds; moving it onto [`decide`] is to come.) The order is the
 //! rule: a user's undo first (wave never fights it), then a halt (a version that failed reaches no
 //! further workload, whatever else holds it), then flapping, then coalescing, and only a rollout that
 //! may roll now asks pacing for a slot.

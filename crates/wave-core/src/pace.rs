@@ -93,6 +93,11 @@ pub struct Marker {
     pub config: BTreeMap<String, String>,
     /// The objects whose version differs from the previous rollout's: what this rollout delivers.
     pub changed: BTreeSet<String>,
+    /// The workload's `metadata.generation` after this write. Only a failure of that generation is
+    /// wave's own to record: a later spec change (`kubectl set image`, a scale) makes the rollout in
+    /// progress someone else's too. Absent in markers written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
 }
 
 /// The record of a failed wave rollout, `wave.pusher.com/rollout-failed` on the workload's metadata:
@@ -134,12 +139,14 @@ impl Marker {
         serde_json::from_str(workload.annotations.get(names::ROLLOUT)?).ok()
     }
 
-    /// The marker for a rollout to `hash` with `versions`, after `previous`.
+    /// The marker for a rollout to `hash` with `versions`, after `previous`, written to a workload now
+    /// at `generation` (the write changes its template, so it makes the next one).
     pub fn next(
         hash: &str,
         versions: BTreeMap<String, String>,
         previous: Option<&Marker>,
         now: Timestamp,
+        generation: i64,
     ) -> Self {
         let changed = triggers(previous, &versions)
             .into_iter()
@@ -150,7 +157,14 @@ impl Marker {
             at: now.to_string(),
             config: versions,
             changed,
+            generation: Some(generation + 1),
         }
+    }
+
+    /// Whether the rollout in progress is still exactly the one wave's write started (no spec
+    /// change since): only then is its failure wave's to record.
+    fn is_own_generation(&self, w: &Workload) -> bool {
+        self.generation.is_none_or(|g| g == w.generation)
     }
 
     /// Whether this marker describes `w`'s current rollout: it names the hash the template carries.
@@ -300,7 +314,7 @@ pub fn census<'a>(
                 }
             }
             State::Failed(why) => {
-                if recorded.as_ref().is_none_or(|f| f.hash != marker.hash) {
+                if recorded.as_ref().is_none_or(|f| f.hash != marker.hash) && marker.is_own_generation(w) {
                     c.unrecorded.insert(w.id.clone());
                 }
                 let released = w.annotations.get(names::HALT_RELEASED) == Some(&marker.hash);
@@ -321,14 +335,15 @@ impl Census {
         why: &str,
         released: bool,
     ) {
+        // A marker, record or release is metadata its workload's owner can write, so a failure halts,
+        // and a release releases, only versions of config in the workload's own namespace: nobody
+        // halts or releases another namespace's rollouts (`docs/security.md`).
+        let own = |v: &Version| v.key().is_some_and(|k| k.namespace == w.id.namespace);
+        let versions = versions.filter(own);
         if released {
             self.released.extend(versions);
         } else {
-            // A marker or record is metadata its workload's owner can write, so a failure halts only
-            // versions of config in the workload's own namespace: nobody halts another namespace's
-            // rollouts (`docs/security.md`).
-            let own = |v: &Version| v.key().is_some_and(|k| k.namespace == w.id.namespace);
-            for version in versions.filter(own) {
+            for version in versions {
                 self.halts.entry(version.clone()).or_insert_with(|| Halt {
                     version,
                     failed: w.id.clone(),
@@ -347,7 +362,7 @@ pub fn unrecorded_failure(
     default_deadline: Duration,
     now: Timestamp,
 ) -> Option<serde_json::Value> {
-    let marker = Marker::read(w).filter(|m| m.is_current(w))?;
+    let marker = Marker::read(w).filter(|m| m.is_current(w) && m.is_own_generation(w))?;
     if Failure::read(w).is_some_and(|f| f.hash == marker.hash) {
         return None;
     }
@@ -402,7 +417,7 @@ pub struct Pacer {
     /// Admitted rollouts the watch has not shown yet: the workload's resourceVersion when admitted.
     admitted: HashMap<WorkloadRef, String>,
     halted: BTreeMap<WorkloadRef, Version>,
-    /// The halts as last seen.
+    /// The halts as last seen (by the last census: `halts()`).
     halts: BTreeMap<Version, Halt>,
     /// Halts the cluster no longer shows, though neither released nor superseded: the failed workload
     /// was deleted, or undone (`kubectl rollout undo` puts back the old ReplicaSet's annotations, and
@@ -496,6 +511,12 @@ impl Pacer {
         };
         self.halts = c.halts.clone();
         (c, changes)
+    }
+
+    /// The halts as of the last census. The watch router takes one on every change of a workload's
+    /// status, hash or annotations, so this is current without a census per decision.
+    pub fn halts(&self) -> &BTreeMap<Version, Halt> {
+        &self.halts
     }
 
     /// Notes that a halt holds `id` back (`decide::Hold::Halted`); whether that is new for this halt
@@ -606,9 +627,9 @@ impl Pacer {
         self.superseded.extend(gone);
     }
 
-    /// Gives back the slot taken for a write that was not made.
-    pub fn cancel(&mut self, id: &WorkloadRef) {
-        self.admitted.remove(id);
+    /// Gives back the slot taken for a write that was not made; whether there was one.
+    pub fn cancel(&mut self, id: &WorkloadRef) -> bool {
+        self.admitted.remove(id).is_some()
     }
 }
 
@@ -636,7 +657,7 @@ mod tests {
     fn rolled(name: &str, hash: &str, digest: &str, status: serde_json::Value) -> Workload {
         let mut w = deployment("ns", name, &[], json!({"containers": []}));
         let versions = BTreeMap::from([("ConfigMap/ns/cm".to_string(), digest.to_string())]);
-        let marker = Marker::next(hash, versions, None, now());
+        let marker = Marker::next(hash, versions, None, now(), 0);
         w.annotations.insert(names::ROLLOUT.into(), marker.render());
         w.template.edit(|t| {
             t.metadata =
@@ -676,7 +697,7 @@ mod tests {
             ("ConfigMap/ns/a".to_string(), "1".to_string()),
             ("Secret/ns/b".to_string(), "1".to_string()),
         ]);
-        let m1 = Marker::next("h1", first.clone(), None, now());
+        let m1 = Marker::next("h1", first.clone(), None, now(), 0);
         assert_eq!(
             m1.changed.len(),
             2,
@@ -684,7 +705,7 @@ mod tests {
         );
         let mut second = first;
         second.insert("Secret/ns/b".into(), "2".into());
-        let m2 = Marker::next("h2", second.clone(), Some(&m1), now());
+        let m2 = Marker::next("h2", second.clone(), Some(&m1), now(), 0);
         assert_eq!(m2.changed, BTreeSet::from(["Secret/ns/b".to_string()]));
         assert_eq!(triggers(Some(&m2), &second), vec![]);
         assert_eq!(m2.delivers(), vec![v("Secret/ns/b", "2")]);
@@ -725,7 +746,7 @@ mod tests {
             ("ConfigMap/victim/cfg".to_string(), "guessed".to_string()),
             ("ConfigMap/ns/cm".to_string(), "bad".to_string()),
         ]);
-        let marker = Marker::next("h", versions, None, now());
+        let marker = Marker::next("h", versions, None, now(), 0);
         forged.annotations.insert(names::ROLLOUT.into(), marker.render());
         let c = census([&forged], DEFAULT_ROLLOUT_DEADLINE, now());
         assert!(c.halt_for(&[v("ConfigMap/victim/cfg", "guessed")]).is_none());
@@ -872,7 +893,7 @@ mod tests {
         let mut undone = recorded.clone();
         undone.template.edit(|t| t.metadata = None);
         // An undo also brings back the old marker (kubectl copies the old ReplicaSet's annotations).
-        let old = Marker::next("h0", BTreeMap::new(), None, now());
+        let old = Marker::next("h0", BTreeMap::new(), None, now(), 0);
         undone.annotations.insert(names::ROLLOUT.into(), old.render());
         let mut fixed = rolled("failed", "h", "bad", done());
         fixed
@@ -913,6 +934,36 @@ mod tests {
             c.halt_for(&bad).is_none() && changes.ended,
             "a new version ends it"
         );
+    }
+
+    #[test]
+    fn a_failure_after_someone_else_changed_the_spec_is_not_wave_s_to_record() {
+        let mut w = rolled("a", "h", "v", failed());
+        // `kubectl set image` after wave's write: a new generation, observed, and failing.
+        w.generation = 2;
+        w.progress.observed_generation = Some(2);
+        assert_eq!(unrecorded_failure(&w, DEFAULT_ROLLOUT_DEADLINE, now()), None);
+        let c = census([&w], DEFAULT_ROLLOUT_DEADLINE, now());
+        assert!(c.unrecorded.is_empty());
+        assert!(
+            c.halt_for(&[v("ConfigMap/ns/cm", "v")]).is_some(),
+            "it still halts while it fails, as before"
+        );
+    }
+
+    #[test]
+    fn a_forged_release_releases_nothing_in_another_namespace() {
+        let mut w = deployment("tenant", "w", &[], json!({"containers": []}));
+        let record = Failure {
+            hash: "h".into(),
+            why: "forged".into(),
+            delivered: BTreeMap::from([("ConfigMap/victim/cfg".to_string(), "bad".to_string())]),
+        };
+        w.annotations
+            .insert(names::ROLLOUT_FAILED.into(), record.render());
+        w.annotations.insert(names::HALT_RELEASED.into(), "h".into());
+        let c = census([&w], DEFAULT_ROLLOUT_DEADLINE, now());
+        assert!(c.released.is_empty() && c.halts.is_empty());
     }
 
     #[test]

@@ -494,7 +494,13 @@ impl Model {
             } => {
                 let marker = write.hash.as_deref().map(|hash| {
                     let previous = Marker::read(&workload);
-                    Marker::next(hash, versions.clone(), previous.as_ref(), self.timestamp())
+                    Marker::next(
+                        hash,
+                        versions.clone(),
+                        previous.as_ref(),
+                        self.timestamp(),
+                        workload.generation,
+                    )
                 });
                 if let Some(m) = &marker {
                     write.rollout = Some(m.render());
@@ -648,6 +654,7 @@ impl Model {
                                 versions,
                                 previous.as_ref(),
                                 self.timestamp(),
+                                stored.generation,
                             ));
                             true
                         }

@@ -258,6 +258,8 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
                 "every watch has listed; checking every opted-in workload"
             );
             reloader::look_for_reloader(&ctx);
+            // The first census, before any decision reads its halts (`pacing::halts`).
+            pacing::announce(&ctx, pacing::progressed(&ctx));
             // Their content is read in bulk first where that saves requests (`content`); the router
             // goes on meanwhile.
             let (ctx, all) = (ctx.clone(), std::mem::take(&mut fx.enqueue));

@@ -42,26 +42,22 @@ pub fn mark(
         return None;
     }
     let previous = Marker::read(workload);
-    let marker = Marker::next(hash, versions.clone(), previous.as_ref(), Timestamp::now());
+    let marker = Marker::next(
+        hash,
+        versions.clone(),
+        previous.as_ref(),
+        Timestamp::now(),
+        workload.generation,
+    );
     write.rollout = Some(marker.render());
     Some(marker)
 }
 
-/// The halted config versions (none while pacing is off), from the census of the workloads.
+/// The halted config versions (none while pacing is off), as of the last census: the watch router
+/// takes one on every change of a workload's status, hash or annotations (`progressed`), so no
+/// decision has to read every workload again.
 pub fn halts(ctx: &Context) -> BTreeMap<pace::Version, Halt> {
-    if !ctx.pacer().is_on() {
-        return BTreeMap::new();
-    }
-    let (census, changes, wake) = {
-        let tracker = ctx.tracker();
-        let mut pacer = ctx.pacer();
-        look(ctx, &tracker, &mut pacer)
-    };
-    for id in wake {
-        ctx.queue.add(id, None);
-    }
-    announce(ctx, changes);
-    census.halts
+    ctx.pacer().halts().clone()
 }
 
 /// A halt holds `workload` back (`wave_core::decide`): one Warning per halt.
@@ -160,6 +156,7 @@ pub fn slot_for_webhook(
         versions.clone(),
         previous.as_ref(),
         Timestamp::now(),
+        workload.generation,
     ))
 }
 
@@ -235,8 +232,10 @@ pub fn progressed(ctx: &Context) -> HaltChanges {
 
 /// A slot was taken for a write that was not made: give it back, and wake the next in line.
 pub fn cancel(ctx: &Context, id: &WorkloadRef) {
-    ctx.pacer().cancel(id);
-    announce(ctx, progressed(ctx));
+    let had = ctx.pacer().cancel(id);
+    if had {
+        announce(ctx, progressed(ctx));
+    }
 }
 
 /// The census, what changed in the halts, and who is to look again because of that: on a new halt

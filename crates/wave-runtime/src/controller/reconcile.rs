@@ -125,8 +125,21 @@ pub async fn reconcile(
         ctx.limiter().cancel(id);
     }
     if !matches!(result, Ok(Outcome::Queued(_) | Outcome::Halted)) {
-        // Nothing left to wait for: it leaves the line (a rollout it was admitted to keeps its slot).
+        // Nothing left to wait for: it leaves the line.
         ctx.pacer().forget(id);
+    }
+    let write_coming = matches!(
+        result,
+        Ok(Outcome::Written
+            | Outcome::RateLimited(_)
+            | Outcome::LeaseUnconfirmed
+            | Outcome::Waiting(_)
+            | Outcome::Queued(_))
+    );
+    if !write_coming {
+        // A slot taken for a write that will not come (the config went back meanwhile, or the write
+        // failed) is given back; a written rollout keeps it until the watch shows it.
+        pacing::cancel(ctx, id);
     }
     result
 }
@@ -260,14 +273,9 @@ async fn plan_and_write(
             return Ok(outcome);
         }
         let body = plan::patch_body(&workload, &write);
+        // No write coming gives its slot back (`reconcile`); a conflict is re-planned at once and
+        // keeps it.
         let result = write_once(ctx, &workload, &body, PatchStyle::Merge).await;
-        let last_conflict = matches!(result, Ok(None)) && attempt == CONFLICT_ATTEMPTS;
-        if paced && (last_conflict || matches!(result, Err(_) | Ok(Some(Outcome::Gone | Outcome::NotLeader))))
-        {
-            // No write is coming: the slot taken for it frees (a retry asks for one again). A wait for
-            // a token or the lease, or a conflict that is re-planned at once, keeps it.
-            pacing::cancel(ctx, id);
-        }
         match result? {
             Some(Outcome::Written) => {
                 if rollout {

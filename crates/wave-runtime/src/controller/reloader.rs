@@ -112,7 +112,11 @@ pub async fn reconcile(
         let verdict = with_memory(ctx, &id, |memory| {
             decide::rollout_verdict(&workload, None, &delivers, memory)
         });
-        if let Verdict::Hold(hold) = verdict {
+        // Reloader writes its marks on a paused Deployment (its own pause-period pauses it), so a
+        // pause holds nothing here; the pause-period timer resumes it.
+        if let Verdict::Hold(hold) = verdict
+            && hold != decide::Hold::Paused
+        {
             return Ok(held(ctx, &workload, hold));
         }
         let result = if workload.id.kind == WorkloadKind::CRON_JOB {
