@@ -407,12 +407,9 @@ impl Model {
         d.wave_rollout = wave_rollout;
     }
 
-    /// One reconcile of `w`; whether it waits in pacing's line or behind a halt.
-    fn reconcile(&mut self, w: usize) -> Result<bool, String> {
-        if !self.deploys[w].exists {
-            self.wave.pacer.deleted(&id(w));
-            return Ok(false);
-        }
+    /// What wave decides for `w` now, as `reconcile::with_memory` and `decide::decision` do: the
+    /// workload as read, the census, and the decision.
+    fn decide(&mut self, w: usize) -> (Workload, Census, Decision) {
         let fetched = self.read(w);
         let workload = self.view(w);
         let refs = workload.references(CrossNamespace::Deny);
@@ -423,22 +420,36 @@ impl Model {
             hashing: Hashing::Plain,
         };
         let carried = self.wave.carried.get(&w).cloned().unwrap_or_default();
-        let rolled = self.wave.rolled.get(&w).cloned();
         let decision = decide::decision(&Situation {
             workload: &workload,
             refs: &refs,
             fetched: &fetched,
             policy: &policy,
-            memory: Memory {
-                carried: &carried,
-                rolled: rolled.as_ref(),
-                flaps: &self.wave.flaps,
-                coalescer: &self.wave.coalescer,
-                min_interval: INTERVAL,
-                halts: &census.halts,
-                now: self.now(),
-            },
+            memory: self.memory(&carried, w, &census),
         });
+        (workload, census, decision)
+    }
+
+    /// wave's memory for `w`, with `carried` its hashes and the census's halts.
+    fn memory<'a>(&'a self, carried: &'a [u64], w: usize, census: &'a Census) -> Memory<'a> {
+        Memory {
+            carried,
+            rolled: self.wave.rolled.get(&w),
+            flaps: &self.wave.flaps,
+            coalescer: &self.wave.coalescer,
+            min_interval: INTERVAL,
+            halts: &census.halts,
+            now: self.now(),
+        }
+    }
+
+    /// One reconcile of `w`; whether it waits in pacing's line or behind a halt.
+    fn reconcile(&mut self, w: usize) -> Result<bool, String> {
+        if !self.deploys[w].exists {
+            self.wave.pacer.deleted(&id(w));
+            return Ok(false);
+        }
+        let (workload, census, decision) = self.decide(w);
         if std::env::var_os("WAVE_MODEL_TRACE").is_some() {
             eprintln!(
                 "t={:?} w{w} {:?} {:?}: {} halts={:?} rolling={:?}",
@@ -635,16 +646,7 @@ impl Model {
                 Mutation::SetHash(desired) if workload.current_hash().is_some() => {
                     let versions = pace::versions(&refs, &fetched, &Hashing::Plain);
                     let carried = self.wave.carried.get(&w).cloned().unwrap_or_default();
-                    let rolled = self.wave.rolled.get(&w).cloned();
-                    let memory = Memory {
-                        carried: &carried,
-                        rolled: rolled.as_ref(),
-                        flaps: &self.wave.flaps,
-                        coalescer: &self.wave.coalescer,
-                        min_interval: INTERVAL,
-                        halts: &census.halts,
-                        now: self.now(),
-                    };
+                    let memory = self.memory(&carried, w, &census);
                     let delivers = decide::delivered(&workload, &versions, memory.rolled);
                     match decide::rollout_verdict(&workload, Some(desired), &delivers, &memory) {
                         Verdict::Roll if self.wave.pacer.has_room(&id(w), &census) => {
@@ -878,31 +880,7 @@ impl Model {
             .filter(|&w| self.deploys[w].exists && !self.deploys[w].paused)
             .collect();
         for w in live {
-            let fetched = self.read(w);
-            let workload = self.view(w);
-            let refs = workload.references(CrossNamespace::Deny);
-            let census = self.census();
-            let policy = plan::Policy {
-                now: self.timestamp(),
-                max_gate: Duration::from_secs(600),
-                hashing: Hashing::Plain,
-            };
-            let carried = self.wave.carried.get(&w).cloned().unwrap_or_default();
-            let decision = decide::decision(&Situation {
-                workload: &workload,
-                refs: &refs,
-                fetched: &fetched,
-                policy: &policy,
-                memory: Memory {
-                    carried: &carried,
-                    rolled: self.wave.rolled.get(&w),
-                    flaps: &self.wave.flaps,
-                    coalescer: &self.wave.coalescer,
-                    min_interval: INTERVAL,
-                    halts: &census.halts,
-                    now: self.now(),
-                },
-            });
+            let (_, _, decision) = self.decide(w);
             match decision {
                 Decision::Nothing { .. } | Decision::Hold(decide::Hold::Halted(_)) => {}
                 other => {
