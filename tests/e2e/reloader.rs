@@ -6,7 +6,7 @@
 use std::process::Command;
 
 use serde_json::{Value, json};
-use testenv::wait_for;
+use testenv::{cluster, wait_for};
 use wave_core::workload::WorkloadKind;
 
 use crate::harness::*;
@@ -787,4 +787,83 @@ async fn a_retried_job_start_whose_first_create_landed_starts_no_second_job() {
         .filter_map(|j| j.metadata.name)
         .collect();
     assert_eq!(names, [name], "one Job for one config version");
+}
+
+/// `kubectl rollout pause|resume deployment/NAME -n NS`, as a user does.
+fn rollout(verb: &str, ns: &str, name: &str) {
+    let out = cluster()
+        .kubectl()
+        .args(["rollout", verb, &format!("deployment/{name}"), "-n", ns])
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl rollout {verb}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn is_paused(client: &kube::Client, ns: &str, name: &str) -> bool {
+    let d = workloads(client, ns, WorkloadKind::DEPLOYMENT)
+        .get(name)
+        .await
+        .unwrap();
+    d.data.pointer("/spec/paused") == Some(&json!(true))
+}
+
+#[tokio::test]
+async fn wave_never_resumes_a_pause_the_user_made_and_always_releases_its_own() {
+    let (client, ns) = setup("reloader-pause-owner").await;
+    create_configmap(&client, &ns, "app", json!({"k": "v1"})).await;
+    let kind = WorkloadKind::DEPLOYMENT;
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "app"}}]}), json!({}));
+    let short = json!({AUTO: "true", "deployment.reloader.stakater.com/pause-period": "2s"});
+    let long = json!({AUTO: "true", "deployment.reloader.stakater.com/pause-period": "1h"});
+    create_workload(&client, &ns, kind, "short", short, spec.clone()).await;
+    create_workload(&client, &ns, kind, "long", long, spec).await;
+    let wave = Wave::start(&[&ns], &["--reloader-compat"]).await;
+    wait_for("wave to check both", TIMEOUT, || async {
+        (wave.noops() >= 2).then_some(())
+    })
+    .await;
+    patch_configmap(&client, &ns, "app", json!({"data": {"k": "v2"}})).await;
+    for name in ["short", "long"] {
+        wait_for(&format!("the reload to pause {name}"), TIMEOUT, || async {
+            is_paused(&client, &ns, name).await.then_some(())
+        })
+        .await;
+    }
+
+    // The user resumes "short" and pauses it again by hand; its paused-at stays, stale.
+    rollout("resume", &ns, "short");
+    rollout("pause", &ns, "short");
+    let stale = k8s_openapi::jiff::Timestamp::now();
+    wait_for("the old pause period to be over", TIMEOUT, || async {
+        (k8s_openapi::jiff::Timestamp::now()
+            .duration_since(stale)
+            .as_secs_f64()
+            > 2.0)
+            .then_some(())
+    })
+    .await;
+    // A reload after that period: its marks are written, and the user's pause is left alone.
+    patch_configmap(&client, &ns, "app", json!({"data": {"k": "v3"}})).await;
+    wait_for("the reload of v3", TIMEOUT, || async {
+        let env = env_of(&client, &ns, kind, "short", "app").await;
+        (env.first().map(|(_, v)| v.as_str()) == Some(reloader_sha(&[("k", "v3")]).as_str())).then_some(())
+    })
+    .await;
+    assert!(is_paused(&client, &ns, "short").await, "the user's pause stays");
+
+    // wave's own pause on "long" outlives nothing: with its annotation gone and compatibility off,
+    // a restarted wave still resumes it.
+    drop(wave);
+    let gone = json!({"metadata": {"annotations": {"deployment.reloader.stakater.com/pause-period": null, AUTO: null}}});
+    patch_workload(&client, &ns, kind, "long", gone).await;
+    let _plain = Wave::start(&[&ns], &[]).await;
+    wait_for("wave to release its own pause", TIMEOUT, || async {
+        (!is_paused(&client, &ns, "long").await).then_some(())
+    })
+    .await;
+    assert!(is_paused(&client, &ns, "short").await, "and still not the user's");
 }

@@ -890,14 +890,16 @@ pub fn pause_period(workload: &Workload) -> Option<Result<Duration, String>> {
 
 /// Whether a Deployment that a reload paused is due to resume, at `now`. A pause whose period
 /// annotation is gone or unreadable, or whose start cannot be read, resumes at once (Reloader would
-/// leave such a Deployment paused after a restart).
+/// leave such a Deployment paused after a restart). A pause is a reload's only while whoever set
+/// `spec.paused` also wrote `paused-at` (`Workload::reload_paused`): a user who resumed and paused
+/// again by hand since keeps their pause, even with a stale `paused-at`.
 pub fn pause(workload: &Workload, now: Timestamp) -> Pause {
+    if !workload.holds_reload_pause() {
+        return Pause::None;
+    }
     let Some(at) = workload.annotations.get(names::PAUSED_AT) else {
         return Pause::None;
     };
-    if !workload.progress.paused {
-        return Pause::None;
-    }
     let period = pause_period(workload).and_then(Result::ok);
     let started = at.parse::<Timestamp>().ok();
     match (period, started) {
@@ -1414,7 +1416,41 @@ mod tests {
         annotations.extend(paused_at.map(|p| (names::PAUSED_AT, p)));
         let mut w = reloader_workload(&annotations, json!({"containers": [{"name": "c"}]}));
         w.progress.paused = paused;
+        // As the reload's write leaves it: one manager owns spec.paused and paused-at.
+        w.reload_paused = paused && paused_at.is_some();
         w
+    }
+
+    #[test]
+    fn a_pause_someone_else_set_since_is_never_resumed_by_wave() {
+        let now: Timestamp = "2026-11-23T13:00:00Z".parse().unwrap();
+        // Resumed by hand, then paused by hand: `kubectl rollout` owns spec.paused, the stale
+        // paused-at is wave's.
+        let mut users = paused_deployment(Some("1m"), Some("2026-11-23T12:00:00Z"), true);
+        users.reload_paused = false;
+        assert_eq!(pause(&users, now), Pause::None);
+        assert!(!users.holds_reload_pause());
+    }
+
+    #[test]
+    fn the_owner_of_a_pause_is_read_from_managed_fields() {
+        let meta = |fields: serde_json::Value| -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            serde_json::from_value(json!({"name": "d", "namespace": "ns", "managedFields": fields})).unwrap()
+        };
+        let both = json!({"f:spec": {"f:paused": {}}, "f:metadata": {"f:annotations": {(format!("f:{}", names::PAUSED_AT)): {}}}});
+        let reload = meta(
+            json!([{"manager": "wave", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": both}]),
+        );
+        let w = Workload::from_parts(WorkloadKind::DEPLOYMENT, reload, Default::default());
+        assert!(w.reload_paused);
+        let split = meta(json!([
+            {"manager": "wave", "operation": "Update", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {"f:annotations": {(format!("f:{}", names::PAUSED_AT)): {}}}}},
+            {"manager": "kubectl-rollout", "operation": "Update", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:spec": {"f:paused": {}}}},
+        ]));
+        let w = Workload::from_parts(WorkloadKind::DEPLOYMENT, split, Default::default());
+        assert!(!w.reload_paused, "the user paused it");
     }
 
     #[test]

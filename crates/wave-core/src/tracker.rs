@@ -399,8 +399,10 @@ impl Tracker {
     /// Whether wave has anything to do for `workload`: its own reasons, or Reloader's annotations, in
     /// a namespace it acts on.
     fn needs_reconcile(&self, workload: &Workload) -> bool {
-        self.selects_namespace(&workload.id.namespace)
-            && (workload.needs_reconcile() || self.reloader_selection(workload).is_some())
+        // A reload's pause is released wherever the workload is (`Workload::holds_reload_pause`).
+        workload.holds_reload_pause()
+            || self.selects_namespace(&workload.id.namespace)
+                && (workload.needs_reconcile() || self.reloader_selection(workload).is_some())
     }
 
     /// Whether `namespace` is watched; a reference outside the watched namespaces cannot be tracked.

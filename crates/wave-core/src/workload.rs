@@ -70,6 +70,28 @@ pub struct Workload {
     /// An Argo Rollout whose pod template is a Deployment's (`spec.workloadRef`): the name of that
     /// Deployment, in the same namespace. Its hash goes there (`Tracker`, "workloadRef").
     pub template_from: Option<String>,
+    /// Whoever last set `spec.paused` also wrote Reloader's `paused-at` (`managedFields`): the pause is
+    /// a reload's (wave's, or Reloader's before the switch), not the user's (`reloader::pause`).
+    pub reload_paused: bool,
+}
+
+/// Whether one field manager owns both `spec.paused` and the `paused-at` annotation: the pause a
+/// reload made. Someone who resumed or paused by hand since (`kubectl rollout resume`/`pause`) owns
+/// `spec.paused` alone. Read from `managedFields`, so it survives a restart; kept as one bool.
+fn reload_paused(meta: &ObjectMeta) -> bool {
+    let at = format!("f:{}", names::reloader::PAUSED_AT);
+    meta.managed_fields.iter().flatten().any(|entry| {
+        let Some(fields) = entry.fields_v1.as_ref().map(|f| &f.0) else {
+            return false;
+        };
+        let owns_paused = fields.get("f:spec").and_then(|s| s.get("f:paused")).is_some();
+        let owns_paused_at = fields
+            .get("f:metadata")
+            .and_then(|m| m.get("f:annotations"))
+            .and_then(|a| a.get(&at))
+            .is_some();
+        owns_paused && owns_paused_at
+    })
 }
 
 /// The Deployment an Argo Rollout takes its pod template from (`spec.workloadRef` naming an `apps/v1`
@@ -118,6 +140,7 @@ impl Workload {
 
     /// The view of an object of `kind` from its metadata and its pod template.
     pub fn from_parts(kind: WorkloadKind, meta: ObjectMeta, template: PodTemplate) -> Self {
+        let reload_paused = reload_paused(&meta);
         Self {
             id: WorkloadRef::new(
                 kind,
@@ -133,6 +156,7 @@ impl Workload {
             generation: meta.generation.unwrap_or_default(),
             annotations: meta.annotations.unwrap_or_default(),
             template,
+            reload_paused,
             progress: Progress::default(),
             template_from: None,
         }
@@ -210,6 +234,16 @@ impl Workload {
             || self.has_scheduling_gate()
             || self.has_held_pods()
             || self.legacy_finalizer
+            || self.holds_reload_pause()
+    }
+
+    /// A reload paused it and it is still paused: wave resumes it when the period is over, whatever
+    /// happened to its annotations, its namespace's selection or compatibility since
+    /// (`reloader::pause`).
+    pub fn holds_reload_pause(&self) -> bool {
+        self.progress.paused
+            && self.reload_paused
+            && self.annotations.contains_key(names::reloader::PAUSED_AT)
     }
 }
 
@@ -244,6 +278,7 @@ pub(crate) mod testing {
             progress: Progress::default(),
             legacy_finalizer: false,
             template_from: None,
+            reload_paused: false,
         }
     }
 }

@@ -158,7 +158,14 @@ async fn plan_and_write(
         return Ok(Outcome::Gone);
     };
     tracing::debug!(workload = %id, resource_version = %workload.resource_version, "reconciling");
-    if !ctx.tracker().selects_namespace(&id.namespace) {
+    let selected = ctx.tracker().selects_namespace(&id.namespace);
+    let reloads =
+        selected && !workload.is_opted_in() && ctx.tracker().reloader_selection(&workload).is_some();
+    if !reloads && let Some(outcome) = super::reloader::release_pause(ctx, &workload).await? {
+        // A pause a reload made outlives nothing: not its annotations, nor the selection.
+        return Ok(outcome);
+    }
+    if !selected {
         // Its namespace left the --namespace-selector after it was queued: leave it alone.
         return Ok(Outcome::Noop);
     }
@@ -173,7 +180,7 @@ async fn plan_and_write(
             workload = fresh;
         }
     }
-    if !workload.is_opted_in() && ctx.tracker().reloader_selection(&workload).is_some() {
+    if reloads {
         return super::reloader::reconcile(ctx, workload, triggered).await;
     }
     for attempt in 1..=CONFLICT_ATTEMPTS {

@@ -75,16 +75,7 @@ pub async fn reconcile(
         let decision = reloader::plan(&workload, &targets, &fetched, &options, &seen, now.as_second());
         let pause = reloader::pause(&workload, now);
         if pause == Pause::ResumeNow {
-            let body = reloader::resume_patch(&workload);
-            match write_once(ctx, &workload, &body, PatchStyle::Merge).await? {
-                Some(Outcome::Written) => {
-                    tracing::info!(workload = %id, "pause period over; resumed");
-                    let note = "The pause period after a reload is over: resumed the Deployment.".to_string();
-                    ctx.events
-                        .publish(&workload, EventType::Normal, RESUMED, action::RELOAD, note);
-                    // Its watch event brings it back, to write whatever changed during the pause.
-                    return Ok(Outcome::Written);
-                }
+            match resume(ctx, &workload).await? {
                 Some(outcome) => return Ok(outcome),
                 None => {
                     let Some(fresh) = reread(ctx, &id).await? else {
@@ -156,6 +147,33 @@ pub async fn reconcile(
         workload: id,
         attempts: CONFLICT_ATTEMPTS,
     })
+}
+
+/// Resumes a Deployment whose reload pause is over (`reloader::pause`): `None` on a conflict (re-read
+/// and look again).
+async fn resume(ctx: &Context, workload: &Workload) -> Result<Option<Outcome>, ReconcileError> {
+    let body = reloader::resume_patch(workload);
+    let outcome = write_once(ctx, workload, &body, PatchStyle::Merge).await?;
+    if outcome == Some(Outcome::Written) {
+        tracing::info!(workload = %workload.id, "pause period over; resumed");
+        let note = "The pause period after a reload is over: resumed the Deployment.".to_string();
+        ctx.events
+            .publish(workload, EventType::Normal, RESUMED, action::RELOAD, note);
+        // Its watch event brings it back, to write whatever changed during the pause.
+    }
+    Ok(outcome)
+}
+
+/// A reload's pause on a workload that the Reloader path no longer handles (its annotations gone, its
+/// namespace deselected, compatibility off): wave still resumes it when its period is over, so a pause
+/// it made never outlives it. `None` when there is no such pause.
+pub async fn release_pause(ctx: &Context, workload: &Workload) -> Result<Option<Outcome>, ReconcileError> {
+    match reloader::pause(workload, k8s_openapi::jiff::Timestamp::now()) {
+        Pause::None => Ok(None),
+        Pause::ResumeAfter(left) => Ok(Some(Outcome::Paused(left))),
+        // A conflict: its watch event brings it back.
+        Pause::ResumeNow => Ok(Some(resume(ctx, workload).await?.unwrap_or(Outcome::Noop))),
+    }
 }
 
 /// Starts a Job from CronJob `workload` with the decision's marks (a token and the lease first, like
