@@ -21,7 +21,8 @@
 //! `wave-runtime/src/controller/reconcile.rs` and `webhook/admission.rs`. `Rules::Old` swaps in what the
 //! code did before the one decision, so that the model can show what it finds there: run it with
 //! `WAVE_MODEL_OLD_RULES=1 cargo test -p wave-core --test decision_model -- --nocapture`.
-//! The proptest seed of a failure is printed by proptest (and persisted beside this file).
+//! `make test` runs 2,000 cases from a fixed seed (`SEED`), so that a run is repeatable;
+//! `WAVE_MODEL_SEED=random` explores from a new one. A failure prints its seed and the shrunk steps.
 
 // The test reads its settings (WAVE_MODEL_CASES, WAVE_MODEL_OLD_RULES, WAVE_MODEL_TRACE) and one real
 // Instant to count from; the code under test never reads either.
@@ -909,6 +910,21 @@ fn run(rules: Rules, steps: &[Step]) -> Result<(), String> {
     m.settle().map_err(|e| format!("settling: {e}"))
 }
 
+/// The seed `make test` uses, so that a run is repeatable; `WAVE_MODEL_SEED=random` (or a number)
+/// explores further. It is printed with any failure.
+const SEED: u64 = 20_261_126;
+
+fn seed() -> u64 {
+    static CHOSEN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *CHOSEN.get_or_init(|| match std::env::var("WAVE_MODEL_SEED").ok().as_deref() {
+        None => SEED,
+        Some("random") => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(SEED, |d| d.as_nanos() as u64),
+        Some(n) => n.parse().expect("WAVE_MODEL_SEED: a number, or random"),
+    })
+}
+
 fn cases() -> u32 {
     std::env::var("WAVE_MODEL_CASES")
         .ok()
@@ -917,12 +933,17 @@ fn cases() -> u32 {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 20_000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: cases(),
+        max_shrink_iters: 20_000,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(seed()),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn no_interleaving_of_users_the_cluster_and_wave_breaks_an_invariant(steps in prop::collection::vec(step(), 1..60)) {
         if let Err(e) = run(Rules::New, &steps) {
-            prop_assert!(false, "{e}\nsteps: {steps:#?}");
+            prop_assert!(false, "{e}\nWAVE_MODEL_SEED={}\nsteps: {steps:#?}", seed());
         }
     }
 }
@@ -937,6 +958,7 @@ fn the_old_rules_break_invariants_that_the_model_finds() {
     let mut found: BTreeMap<String, (usize, String)> = BTreeMap::new();
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases: cases(),
+        rng_seed: proptest::test_runner::RngSeed::Fixed(seed()),
         ..ProptestConfig::default()
     });
     let strategy = prop::collection::vec(step(), 1..60);
