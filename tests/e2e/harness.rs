@@ -485,17 +485,24 @@ pub fn kubectl_stdin(args: &[&str], input: &str) -> (bool, String) {
     (out.status.success(), text)
 }
 
-/// `kubectl rollout undo KIND/NAME -n NS`.
-pub fn rollout_undo(ns: &str, kind: WorkloadKind, name: &str) {
+/// `kubectl rollout VERB KIND/NAME -n NS [EXTRA…]` as the cluster admin (a user's `undo`, `pause`,
+/// `resume`).
+pub fn kubectl_rollout(verb: &str, ns: &str, kind: WorkloadKind, name: &str, extra: &[&str]) {
     let target = format!("{}/{name}", kind.as_str().to_lowercase());
     let out = cluster()
         .kubectl()
-        .args(["rollout", "undo", &target, "-n", ns])
+        .args(["rollout", verb, &target, "-n", ns])
+        .args(extra)
         .output()
         .expect("run kubectl");
     assert!(
         out.status.success(),
-        "kubectl rollout undo {target}: {}",
+        "kubectl rollout {verb} {target}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `kubectl rollout undo KIND/NAME -n NS`.
+pub fn rollout_undo(ns: &str, kind: WorkloadKind, name: &str) {
+    kubectl_rollout("undo", ns, kind, name, &[]);
 }

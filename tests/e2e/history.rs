@@ -21,21 +21,23 @@ use crate::ship::chart_identity;
 const CANARY: &str = "canary-3f9d2c";
 
 /// `kubectl rollout undo KIND/NAME -n NS --to-revision=N`.
-fn rollout_undo(ns: &str, kind: WorkloadKind, name: &str, revision: i64) {
-    let target = format!("{}/{name}", kind.as_str().to_lowercase());
-    let out = cluster()
-        .kubectl()
-        .args([
-            "rollout",
-            "undo",
-            &target,
-            "-n",
-            ns,
-            &format!("--to-revision={revision}"),
-        ])
-        .output()
-        .expect("run kubectl");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+fn rollout_undo_to(ns: &str, kind: WorkloadKind, name: &str, revision: i64) {
+    kubectl_rollout("undo", ns, kind, name, &[&format!("--to-revision={revision}")]);
+}
+
+/// `kubectl rollout undo` of `id` to its revision with `hash`, refused: the `ConfigRestoreRefused`
+/// Warning's note.
+async fn undo_refused(client: &kube::Client, id: &WorkloadRef, hash: &str) -> String {
+    let revision = revision_with(client, id, hash).await.number;
+    rollout_undo_to(&id.namespace, id.kind, &id.name, revision);
+    wait_for("a ConfigRestoreRefused Warning", TIMEOUT, || async {
+        events_for(client, &id.namespace, &id.name)
+            .await
+            .into_iter()
+            .find(|(t, r, _)| t == "Warning" && r == "ConfigRestoreRefused")
+            .map(|(_, _, n)| n)
+    })
+    .await
 }
 
 /// The snapshot ConfigMap and Secret of `id` at `hash`, as stored.
@@ -314,7 +316,7 @@ async fn restore_config_on_undo_restores_the_data_so_the_pods_end_on_the_old_has
 
     // Changing the ConfigMap and the Secret may have made a revision in between: go back to the first.
     let first = revision_with(&client, &id, &h1).await.number;
-    rollout_undo(&ns, kind, "web", first);
+    rollout_undo_to(&ns, kind, "web", first);
     let note = wait_for("a ConfigRestored Event", TIMEOUT, || async {
         events_for(&client, &ns, "web")
             .await
@@ -371,16 +373,7 @@ async fn restore_config_on_undo_restores_the_data_so_the_pods_end_on_the_old_has
     })
     .await;
     settled_revisions(&client, &ns, kind, "web").await;
-    let back = revision_with(&client, &id, &h1).await.number;
-    rollout_undo(&ns, kind, "web", back);
-    let note = wait_for("a ConfigRestoreRefused Warning", TIMEOUT, || async {
-        events_for(&client, &ns, "web")
-            .await
-            .into_iter()
-            .find(|(t, r, _)| t == "Warning" && r == "ConfigRestoreRefused")
-            .map(|(_, _, n)| n)
-    })
-    .await;
+    let note = undo_refused(&client, &id, &h1).await;
     assert!(note.contains("configmap") && note.contains("Helm"), "{note}");
     wait_for("the undo pinned", TIMEOUT, || async {
         let w = workload(&client, &ns, kind, "web").await;
@@ -408,7 +401,7 @@ async fn restore_config_on_undo_restores_the_data_so_the_pods_end_on_the_old_has
     .await;
     settled_revisions(&client, &ns, kind, "web").await;
     let back = revision_with(&client, &id, &h1).await.number;
-    rollout_undo(&ns, kind, "web", back);
+    rollout_undo_to(&ns, kind, "web", back);
     wait_for(
         "a ConfigRestoreRefused Warning naming Argo CD",
         TIMEOUT,
@@ -635,16 +628,7 @@ async fn an_undo_never_restores_over_config_that_was_written_after_the_last_roll
     .await;
 
     // The user undoes v2's rollout. Restoring v1 would destroy v3, which never ran anywhere.
-    let first = revision_with(&client, &id, &h1).await.number;
-    rollout_undo(&ns, kind, "web", first);
-    let note = wait_for("a ConfigRestoreRefused Event", TIMEOUT, || async {
-        events_for(&client, &ns, "web")
-            .await
-            .into_iter()
-            .find(|(t, r, _)| t == "Warning" && r == "ConfigRestoreRefused")
-            .map(|(_, _, n)| n)
-    })
-    .await;
+    let note = undo_refused(&client, &id, &h1).await;
     assert!(note.contains("never ran"), "{note}");
     let cm = Api::<ConfigMap>::namespaced(client.clone(), &ns)
         .get("app")

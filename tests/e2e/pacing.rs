@@ -333,9 +333,10 @@ async fn a_bad_config_rolls_at_most_two_of_twenty_halts_with_events_survives_a_r
         .await;
 }
 
-#[tokio::test]
-async fn wave_resume_releases_a_halt_by_hand() {
-    let (client, ns) = setup("resume").await;
+/// Three Deployments on ConfigMap `cfg`, pacing 1, then a bad version of `cfg`: one rollout fails,
+/// and its halt holds the other two. Returns the client, the namespace, wave and the bad hash.
+async fn three_halted(prefix: &str) -> (kube::Client, String, Wave, String) {
+    let (client, ns) = setup(prefix).await;
     create_configmap(&client, &ns, "cfg", json!({"v": "good"})).await;
     let bad = hash_for(&ns, "bad");
     let args = [
@@ -351,6 +352,12 @@ async fn wave_resume_releases_a_halt_by_hand() {
         (wave.metric("wave_rollouts_halted", &[]) == 2.0).then_some(())
     })
     .await;
+    (client, ns, wave, bad)
+}
+
+#[tokio::test]
+async fn wave_resume_releases_a_halt_by_hand() {
+    let (client, ns, _wave, bad) = three_halted("resume").await;
 
     let kubeconfig = cluster().kubeconfig();
     let (code, out, err) = run_wave(&["resume", "configmap/cfg", "-n", &ns], Some(&kubeconfig));
@@ -388,23 +395,8 @@ async fn sentinel(client: &kube::Client, ns: &str, name: &str) {
 
 #[tokio::test]
 async fn a_halt_holds_when_the_failed_workload_is_undone_and_then_deleted_until_a_fix() {
-    let (client, ns) = setup("halt-fixed").await;
-    create_configmap(&client, &ns, "cfg", json!({"v": "good"})).await;
+    let (client, ns, wave, bad) = three_halted("halt-fixed").await;
     create_configmap(&client, &ns, "other", json!({"v": "1"})).await;
-    let bad = hash_for(&ns, "bad");
-    let args = [
-        "--update-rate=inf",
-        "--min-rollout-interval=0",
-        "--max-concurrent-rollouts=1",
-    ];
-    let wave = Wave::start(&[&ns], &args).await;
-    create_deployments(&client, &ns, 3, &bad).await;
-    wait_all_hashed(&client, &ns, 3).await;
-    patch_configmap(&client, &ns, "cfg", json!({"data": {"v": "bad"}})).await;
-    wait_for("2 workloads held back", PROPAGATION, || async {
-        (wave.metric("wave_rollouts_halted", &[]) == 2.0).then_some(())
-    })
-    .await;
     let with_bad = |all: &[DynamicObject]| -> Vec<String> {
         all.iter()
             .filter(|d| hash(d) == Some(bad.as_str()))

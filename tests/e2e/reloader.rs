@@ -6,7 +6,7 @@
 use std::process::Command;
 
 use serde_json::{Value, json};
-use testenv::{cluster, wait_for};
+use testenv::wait_for;
 use wave_core::workload::WorkloadKind;
 
 use crate::harness::*;
@@ -789,20 +789,6 @@ async fn a_retried_job_start_whose_first_create_landed_starts_no_second_job() {
     assert_eq!(names, [name], "one Job for one config version");
 }
 
-/// `kubectl rollout pause|resume deployment/NAME -n NS`, as a user does.
-fn rollout(verb: &str, ns: &str, name: &str) {
-    let out = cluster()
-        .kubectl()
-        .args(["rollout", verb, &format!("deployment/{name}"), "-n", ns])
-        .output()
-        .expect("run kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl rollout {verb}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 async fn is_paused(client: &kube::Client, ns: &str, name: &str) -> bool {
     let d = workloads(client, ns, WorkloadKind::DEPLOYMENT)
         .get(name)
@@ -835,8 +821,8 @@ async fn wave_never_resumes_a_pause_the_user_made_and_always_releases_its_own() 
     }
 
     // The user resumes "short" and pauses it again by hand; its paused-at stays, stale.
-    rollout("resume", &ns, "short");
-    rollout("pause", &ns, "short");
+    kubectl_rollout("resume", &ns, kind, "short", &[]);
+    kubectl_rollout("pause", &ns, kind, "short", &[]);
     let stale = k8s_openapi::jiff::Timestamp::now();
     wait_for("the old pause period to be over", TIMEOUT, || async {
         (k8s_openapi::jiff::Timestamp::now()

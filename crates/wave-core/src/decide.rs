@@ -304,18 +304,6 @@ impl Hold {
             Hold::Coalesced(wait) => Some(*wait),
         }
     }
-
-    /// The reason in words, for `wave explain` and logs.
-    pub fn describe(&self) -> String {
-        match self {
-            Hold::Halted(halt) => format!("halted: {}", halt.describe()),
-            Hold::Flapping { object, .. } => format!("held: {object} is flapping"),
-            Hold::Coalesced(wait) => {
-                format!("coalesced: it rolled less than its minimum interval ago; rolls in {wait:?}")
-            }
-            Hold::Paused => "paused: its config rolls once the Deployment is resumed".to_string(),
-        }
-    }
 }
 
 /// Decides one rollout; see the module docs for the order.

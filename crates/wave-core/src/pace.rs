@@ -952,6 +952,20 @@ mod tests {
     }
 
     #[test]
+    fn a_forged_failure_record_halts_nothing_in_another_namespace() {
+        let mut w = deployment("tenant", "w", &[], json!({"containers": []}));
+        let record = Failure {
+            hash: "h".into(),
+            why: "forged".into(),
+            delivered: BTreeMap::from([("ConfigMap/victim/cfg".to_string(), "v".to_string())]),
+        };
+        w.annotations
+            .insert(names::ROLLOUT_FAILED.into(), record.render());
+        let c = census([&w], DEFAULT_ROLLOUT_DEADLINE, now());
+        assert!(c.halt_for(&[v("ConfigMap/victim/cfg", "v")]).is_none());
+    }
+
+    #[test]
     fn a_forged_release_releases_nothing_in_another_namespace() {
         let mut w = deployment("tenant", "w", &[], json!({"containers": []}));
         let record = Failure {

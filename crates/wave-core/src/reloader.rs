@@ -1435,7 +1435,9 @@ mod tests {
     #[test]
     fn the_owner_of_a_pause_is_read_from_managed_fields() {
         let meta = |fields: serde_json::Value| -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-            serde_json::from_value(json!({"name": "d", "namespace": "ns", "managedFields": fields})).unwrap()
+            serde_json::from_value(json!({"name": "d", "namespace": "ns", "managedFields": fields,
+                "annotations": {(names::PAUSED_AT): "2026-11-23T12:00:00Z"}}))
+            .unwrap()
         };
         let both = json!({"f:spec": {"f:paused": {}}, "f:metadata": {"f:annotations": {(format!("f:{}", names::PAUSED_AT)): {}}}});
         let reload = meta(

@@ -79,7 +79,15 @@ pub struct Workload {
 /// reload made. Someone who resumed or paused by hand since (`kubectl rollout resume`/`pause`) owns
 /// `spec.paused` alone. Read from `managedFields`, so it survives a restart; kept as one bool.
 fn reload_paused(meta: &ObjectMeta) -> bool {
-    let at = format!("f:{}", names::reloader::PAUSED_AT);
+    let has_paused_at = meta
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(names::reloader::PAUSED_AT));
+    // Every workload event passes here: most carry no reload pause at all.
+    if !has_paused_at {
+        return false;
+    }
+    let names_paused_at = |k: &String| k.strip_prefix("f:") == Some(names::reloader::PAUSED_AT);
     meta.managed_fields.iter().flatten().any(|entry| {
         let Some(fields) = entry.fields_v1.as_ref().map(|f| &f.0) else {
             return false;
@@ -88,8 +96,8 @@ fn reload_paused(meta: &ObjectMeta) -> bool {
         let owns_paused_at = fields
             .get("f:metadata")
             .and_then(|m| m.get("f:annotations"))
-            .and_then(|a| a.get(&at))
-            .is_some();
+            .and_then(|a| a.as_object())
+            .is_some_and(|a| a.keys().any(names_paused_at));
         owns_paused && owns_paused_at
     })
 }

@@ -226,7 +226,9 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
         for key in &fx.evict {
             ctx.content.evict(key);
         }
-        let unreferenced: Vec<_> = {
+        let unreferenced: Vec<_> = if fx.evict.is_empty() {
+            Vec::new()
+        } else {
             let tracker = ctx.tracker();
             fx.evict
                 .iter()
@@ -258,7 +260,7 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
                 "every watch has listed; checking every opted-in workload"
             );
             reloader::look_for_reloader(&ctx);
-            // The first census, before any decision reads its halts (`pacing::halts`).
+            // The first census, before any decision reads its halts (`Pacer::halts`).
             pacing::announce(&ctx, pacing::progressed(&ctx));
             // Their content is read in bulk first where that saves requests (`content`); the router
             // goes on meanwhile.

@@ -53,13 +53,6 @@ pub fn mark(
     Some(marker)
 }
 
-/// The halted config versions (none while pacing is off), as of the last census: the watch router
-/// takes one on every change of a workload's status, hash or annotations (`progressed`), so no
-/// decision has to read every workload again.
-pub fn halts(ctx: &Context) -> BTreeMap<pace::Version, Halt> {
-    ctx.pacer().halts().clone()
-}
-
 /// A halt holds `workload` back (`wave_core::decide`): one Warning per halt.
 pub fn halted(ctx: &Context, workload: &Workload, halt: &Halt) -> Outcome {
     let first = {

@@ -456,7 +456,9 @@ fn remember_undone(ctx: &Context, id: &WorkloadRef, pin: &Pin) {
 pub(crate) fn with_memory<R>(ctx: &Context, id: &WorkloadRef, f: impl FnOnce(&Memory<'_>) -> R) -> R {
     let now = Instant::now();
     settle_flaps(ctx, now);
-    let halts = pacing::halts(ctx);
+    // The halts as of the last census: the router takes one on every change of a workload's status,
+    // hash or annotations (`pacing::progressed`), so no decision reads every workload again.
+    let halts = ctx.pacer().halts().clone();
     let carried = ctx.known_hashes.of(id);
     let rolled = ctx.known_hashes.rolled(id);
     let flaps = ctx.flaps();
