@@ -506,3 +506,61 @@ pub fn kubectl_rollout(verb: &str, ns: &str, kind: WorkloadKind, name: &str, ext
 pub fn rollout_undo(ns: &str, kind: WorkloadKind, name: &str) {
     kubectl_rollout("undo", ns, kind, name, &[]);
 }
+
+/// Makes the apiserver fail (500, "failed calling webhook") every UPDATE of `resource`
+/// (`configmaps`, `deployments`) labelled `wave-e2e/fail-writes: <ns>`: a fail-closed validating
+/// webhook whose URL answers nothing (a closed port on 127.0.0.1). A real 5xx, for what wave does
+/// when a write fails. Dropped by [`FailingWrites::stop`].
+pub struct FailingWrites {
+    name: String,
+}
+
+impl FailingWrites {
+    /// The label that selects the objects whose updates fail.
+    pub const LABEL: &'static str = "wave-e2e/fail-writes";
+
+    pub async fn start(client: &Client, ns: &str, group: &str, resource: &str) -> FailingWrites {
+        let name = format!("wave-e2e-fail-{ns}-{resource}");
+        let closed = free_port();
+        let config = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [{
+                "name": "fail.wave-e2e.example.com",
+                "clientConfig": {"url": format!("https://127.0.0.1:{closed}/fail")},
+                "rules": [{"apiGroups": [group], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                           "resources": [resource], "scope": "Namespaced"}],
+                "objectSelector": {"matchLabels": {(Self::LABEL): ns}},
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 1,
+            }],
+        });
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &webhook_resource());
+        api.create(&PostParams::default(), &serde_json::from_value(config).unwrap())
+            .await
+            .expect("creating the failing webhook");
+        FailingWrites { name }
+    }
+
+    /// Ends the failures.
+    pub async fn stop(self, client: &Client) {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &webhook_resource());
+        api.delete(&self.name, &DeleteParams::default())
+            .await
+            .expect("deleting the failing webhook");
+    }
+}
+
+fn webhook_resource() -> kube::discovery::ApiResource {
+    kube::discovery::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
+        ),
+        "validatingwebhookconfigurations",
+    )
+}

@@ -645,3 +645,155 @@ async fn an_undo_never_restores_over_config_that_was_written_after_the_last_roll
     })
     .await;
 }
+
+/// The `level` of ConfigMap `name`.
+async fn level(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap();
+    cm.data.unwrap_or_default().remove("level")
+}
+
+/// `metadata.generation` of a Deployment: one more for each change of its template.
+async fn generation(client: &kube::Client, ns: &str, name: &str) -> i64 {
+    workload(client, ns, WorkloadKind::DEPLOYMENT, name)
+        .await
+        .generation
+}
+
+#[tokio::test]
+async fn a_restore_that_fails_halfway_writes_back_what_it_restored_rolls_nothing_to_the_mix_and_completes_once_writes_work()
+ {
+    let (client, ns) = setup("restore-halfway").await;
+    create_configmap(&client, &ns, "app", json!({"level": "v1"})).await;
+    create_configmap(&client, &ns, "flags", json!({"level": "v1"})).await;
+    // The failed attempts write `app` back and forth: not flapping for this test.
+    let wave = Wave::start(&[&ns], &["--update-rate=inf", "--flap-threshold=0"]).await;
+    let kind = WorkloadKind::DEPLOYMENT;
+    let both = pod_spec(
+        json!({"envFrom": [{"configMapRef": {"name": "app"}}, {"configMapRef": {"name": "flags"}}]}),
+        json!({}),
+    );
+    let app_only = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "app"}}]}), json!({}));
+    let restores = opted_in(&[
+        ("wave.pusher.com/config-history", "true"),
+        ("wave.pusher.com/undo", "restore-config"),
+    ]);
+    create_workload(&client, &ns, kind, "web", restores, both.clone()).await;
+    create_workload(&client, &ns, kind, "side", opted_in(&[]), app_only.clone()).await;
+    let id = WorkloadRef::new(kind, &ns, "web");
+    let h1 = hash_for(
+        &ns,
+        &both,
+        &[
+            (ConfigKind::ConfigMap, "app", &[("level", "v1")]),
+            (ConfigKind::ConfigMap, "flags", &[("level", "v1")]),
+        ],
+    );
+    let h2 = hash_for(
+        &ns,
+        &both,
+        &[
+            (ConfigKind::ConfigMap, "app", &[("level", "v2")]),
+            (ConfigKind::ConfigMap, "flags", &[("level", "v2")]),
+        ],
+    );
+    let side_v1 = hash_for(
+        &ns,
+        &app_only,
+        &[(ConfigKind::ConfigMap, "app", &[("level", "v1")])],
+    );
+    let side_v2 = hash_for(
+        &ns,
+        &app_only,
+        &[(ConfigKind::ConfigMap, "app", &[("level", "v2")])],
+    );
+    wait_for("the snapshot of v1", TIMEOUT, || async {
+        snapshot(&client, &id, &h1).await
+    })
+    .await;
+    patch_configmap(&client, &ns, "app", json!({"data": {"level": "v2"}})).await;
+    patch_configmap(&client, &ns, "flags", json!({"data": {"level": "v2"}})).await;
+    wait_for("web on v2 with its snapshot", TIMEOUT, || async {
+        let on_v2 = hash_of(&client, &ns, kind, "web").await.as_deref() == Some(h2.as_str());
+        (on_v2 && snapshot(&client, &id, &h2).await.is_some()).then_some(())
+    })
+    .await;
+    wait_for("side on v2", TIMEOUT, || async {
+        (hash_of(&client, &ns, kind, "side").await.as_deref() == Some(side_v2.as_str())).then_some(())
+    })
+    .await;
+    settled_revisions(&client, &ns, kind, "web").await;
+    let side_generation = generation(&client, &ns, "side").await;
+
+    // Every write of `flags` now fails with a 500, after `app` was restored.
+    patch_configmap(
+        &client,
+        &ns,
+        "flags",
+        json!({"metadata": {"labels": {(FailingWrites::LABEL): &ns}}}),
+    )
+    .await;
+    let failing = FailingWrites::start(&client, &ns, "", "configmaps").await;
+    let revision = revision_with(&client, &id, &h1).await.number;
+    rollout_undo_to(&ns, kind, "web", revision);
+    let (_, _, note) = wait_event(
+        &client,
+        &ns,
+        "web",
+        "a WriteFailed Warning on the restore",
+        |(t, r, _)| t == "Warning" && r == "WriteFailed",
+    )
+    .await;
+    assert!(
+        note.contains("Restoring configmap") && note.contains("written back"),
+        "{note}"
+    );
+    assert_eq!(
+        level(&client, &ns, "app").await.as_deref(),
+        Some("v2"),
+        "app was written back"
+    );
+    assert_eq!(level(&client, &ns, "flags").await.as_deref(), Some("v2"));
+    wait_for("the restore to be tried again", TIMEOUT, || async {
+        (wave.metric("wave_reconcile_errors_total", &["error=\"config_history\""]) >= 2.0).then_some(())
+    })
+    .await;
+    let warnings = events_for(&client, &ns, "web").await;
+    assert_eq!(
+        warnings.iter().filter(|(_, r, _)| r == "WriteFailed").count(),
+        1,
+        "one Warning while it fails the same way: {warnings:?}"
+    );
+    assert_eq!(
+        hash_of(&client, &ns, kind, "side").await.as_deref(),
+        Some(side_v2.as_str()),
+        "side never rolled to the half-restored config"
+    );
+    assert_eq!(generation(&client, &ns, "side").await, side_generation);
+
+    // Writes work again: the restore completes, and side rolls once, to v1.
+    failing.stop(&client).await;
+    wait_event(&client, &ns, "web", "ConfigRestored", |(_, r, _)| {
+        r == "ConfigRestored"
+    })
+    .await;
+    assert_eq!(level(&client, &ns, "app").await.as_deref(), Some("v1"));
+    assert_eq!(level(&client, &ns, "flags").await.as_deref(), Some("v1"));
+    wait_for("side on v1", TIMEOUT, || async {
+        (hash_of(&client, &ns, kind, "side").await.as_deref() == Some(side_v1.as_str())).then_some(())
+    })
+    .await;
+    assert_eq!(
+        generation(&client, &ns, "side").await,
+        side_generation + 1,
+        "side rolled once: to the restored config, never to a mix"
+    );
+    assert_eq!(
+        hash_of(&client, &ns, kind, "web").await.as_deref(),
+        Some(h1.as_str()),
+        "web stays on the hash it went back to: {:?}",
+        events_for(&client, &ns, "web").await
+    );
+}

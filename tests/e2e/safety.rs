@@ -253,3 +253,55 @@ async fn relabelling_a_secret_is_no_flapping_and_a_flapping_secret_holds_only_th
         "the rollout carries the current config"
     );
 }
+
+#[tokio::test]
+async fn a_hash_write_that_keeps_failing_with_a_500_gets_one_warning_and_lands_once_writes_work() {
+    let (client, ns) = setup("write-fails").await;
+    create_configmap(&client, &ns, "app", json!({"level": "v1"})).await;
+    let wave = Wave::start(&[&ns], &["--update-rate=inf"]).await;
+    let kind = WorkloadKind::DEPLOYMENT;
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "app"}}]}), json!({}));
+    create_workload(&client, &ns, kind, "web", opted_in(&[]), spec).await;
+    let h1 = wait_hash_change(&client, &ns, kind, "web", None).await;
+    patch_workload(
+        &client,
+        &ns,
+        kind,
+        "web",
+        json!({"metadata": {"labels": {(FailingWrites::LABEL): &ns}}}),
+    )
+    .await;
+    let failing = FailingWrites::start(&client, &ns, "apps", "deployments").await;
+
+    patch_configmap(&client, &ns, "app", json!({"data": {"level": "v2"}})).await;
+    wait_for("three failed writes of the hash", TIMEOUT, || async {
+        (wave.metric("wave_reconcile_errors_total", &["error=\"patch_workload\""]) >= 3.0).then_some(())
+    })
+    .await;
+    let failed = |events: &[(String, String, String)]| {
+        events
+            .iter()
+            .filter(|(t, r, _)| t == "Warning" && r == "WriteFailed")
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let warnings = failed(&events_for(&client, &ns, "web").await);
+    assert_eq!(
+        warnings.len(),
+        1,
+        "one Warning, not one per attempt: {warnings:?}"
+    );
+    assert!(
+        warnings[0].2.starts_with("Writing the config hash failed"),
+        "{warnings:?}"
+    );
+    assert_eq!(
+        hash_of(&client, &ns, kind, "web").await.as_deref(),
+        Some(h1.as_str())
+    );
+
+    failing.stop(&client).await;
+    let h2 = wait_hash_change(&client, &ns, kind, "web", Some(&h1)).await;
+    assert_eq!(h2, desired_hash(&cluster().kubeconfig(), &ns, kind, "web"));
+    assert_eq!(failed(&events_for(&client, &ns, "web").await).len(), 1);
+}

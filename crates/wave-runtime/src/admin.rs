@@ -14,8 +14,15 @@ use tokio_util::sync::CancellationToken;
 use tokio::net::TcpListener;
 
 use crate::config::BindAddress;
-use crate::controller::context::Context;
 use crate::error::RunError;
+
+/// What `/livez` and `/readyz` ask. `Err` says why not, in words for the probe's body.
+pub trait Probes: Send + Sync + 'static {
+    /// Whether the process still works (an essential task ended: only a restart helps).
+    fn live(&self) -> Result<(), String>;
+    /// Whether it is ready to serve.
+    fn ready(&self) -> Result<(), String>;
+}
 
 /// Binds a listener: every interface means `[::]` (both address families on a dual-stack host), and
 /// `0.0.0.0` where the host has no IPv6, as Go's `:port` does.
@@ -33,21 +40,21 @@ fn is_family_unavailable(e: &std::io::Error) -> bool {
 
 #[derive(Clone)]
 struct AdminState {
-    ctx: Arc<Context>,
+    probes: Arc<dyn Probes>,
     registry: Arc<Registry>,
 }
 
 /// Fails once an essential task (the watch router, a worker, the resync) has ended: the process is alive
 /// but no longer works, and only a restart helps.
 async fn livez(State(s): State<AdminState>) -> impl IntoResponse {
-    match s.ctx.liveness.check() {
+    match s.probes.live() {
         Ok(()) => (StatusCode::OK, "ok".to_string()),
         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }
 }
 
 async fn readyz(State(s): State<AdminState>) -> impl IntoResponse {
-    match s.ctx.readiness() {
+    match s.probes.ready() {
         Ok(()) => (StatusCode::OK, "ok".to_string()),
         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }
@@ -77,11 +84,11 @@ async fn serve_metrics(State(s): State<AdminState>) -> impl IntoResponse {
 pub async fn serve(
     health: Option<BindAddress>,
     metrics: Option<BindAddress>,
-    ctx: Arc<Context>,
+    probes: Arc<dyn Probes>,
     registry: Arc<Registry>,
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
-    let state = AdminState { ctx, registry };
+    let state = AdminState { probes, registry };
     let health_routes = Router::new()
         .route("/livez", get(livez))
         .route("/healthz", get(livez))

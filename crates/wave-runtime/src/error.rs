@@ -36,15 +36,6 @@ pub enum ReconcileError {
         #[source]
         source: Box<kube::Error>,
     },
-    /// Reading the Lease to confirm leadership before a write failed; nothing was written.
-    #[error("confirming that this replica still holds the lease before writing {workload} failed")]
-    ConfirmLease {
-        /// The workload.
-        workload: WorkloadRef,
-        /// The API error.
-        #[source]
-        source: Box<kube::Error>,
-    },
     /// Deleting the pods a released scheduling gate held failed.
     #[error("deleting the pods the scheduling gate held for {workload} failed")]
     DeleteHeldPods {
@@ -105,8 +96,6 @@ pub enum Operation {
     PatchWorkload,
     /// Deleting the pods a released gate held.
     DeleteHeldPods,
-    /// Reading the Lease before a write.
-    ConfirmLease,
     /// Removing what Wave ≤ v0.6 left.
     LegacyCleanup,
     /// Keeping or restoring config history.
@@ -121,7 +110,6 @@ impl Operation {
             Operation::GetWorkload => "get_workload",
             Operation::PatchWorkload => "patch_workload",
             Operation::DeleteHeldPods => "delete_held_pods",
-            Operation::ConfirmLease => "confirm_lease",
             Operation::LegacyCleanup => "legacy_cleanup",
             Operation::History => "config_history",
         }
@@ -133,7 +121,6 @@ impl Operation {
             Operation::GetWorkload => "get_workload_forbidden",
             Operation::PatchWorkload => "patch_workload_forbidden",
             Operation::DeleteHeldPods => "delete_held_pods_forbidden",
-            Operation::ConfirmLease => "confirm_lease_forbidden",
             Operation::LegacyCleanup => "legacy_cleanup_forbidden",
             Operation::History => "config_history_forbidden",
         }
@@ -148,7 +135,6 @@ impl ReconcileError {
             ReconcileError::GetWorkload { source, .. } => Some((Operation::GetWorkload, source)),
             ReconcileError::PatchWorkload { source, .. } => Some((Operation::PatchWorkload, source)),
             ReconcileError::DeleteHeldPods { source, .. } => Some((Operation::DeleteHeldPods, source)),
-            ReconcileError::ConfirmLease { source, .. } => Some((Operation::ConfirmLease, source)),
             ReconcileError::LegacyCleanup { source, .. } => Some((Operation::LegacyCleanup, source)),
             ReconcileError::History { source, .. } => Some((Operation::History, source)),
             ReconcileError::Conflict { .. } | ReconcileError::Panicked { .. } => None,
@@ -218,5 +204,93 @@ pub enum RunError {
     },
     /// The webhook could not be set up (certificate, Secret or configuration).
     #[error("cannot start the admission webhook")]
-    Webhook(#[source] crate::webhook::WebhookError),
+    Webhook(#[source] WebhookError),
+}
+
+/// Why the webhook could not start, or could not decide one request.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// Generating a certificate failed.
+    #[error("generating the webhook certificate failed")]
+    Generate(#[from] rcgen::Error),
+    /// Reading or writing the certificate's or the path token's Secret failed.
+    #[error("reading or writing Secret {secret} failed")]
+    Secret {
+        /// `namespace/name`.
+        secret: String,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// With `--webhook-certificate=secret`, the Secret does not exist.
+    #[error(
+        "Secret {secret} not found: with --webhook-certificate=secret, cert-manager (or you) must write it"
+    )]
+    SecretMissing {
+        /// `namespace/name`.
+        secret: String,
+    },
+    /// The Secret lacks `tls.crt` or `tls.key`.
+    #[error("Secret {secret} has no tls.crt and tls.key")]
+    SecretIncomplete {
+        /// `namespace/name`.
+        secret: String,
+    },
+    /// Other replicas kept rewriting the Secret.
+    #[error("Secret {secret} kept changing while the certificate was issued")]
+    SecretKeptChanging {
+        /// `namespace/name`.
+        secret: String,
+    },
+    /// The apiserver refused the update of the configuration's `caBundle` or paths. Its message, which
+    /// may quote the refused path, is kept with the path token cut out.
+    #[error("updating MutatingWebhookConfiguration {configuration} failed: {reason}")]
+    RegistrationRefused {
+        /// Its name.
+        configuration: String,
+        /// The apiserver's message, the token replaced by `<token>`.
+        reason: String,
+    },
+    /// Reading or updating the configuration's `caBundle` or paths failed.
+    #[error("reading or updating MutatingWebhookConfiguration {configuration} failed")]
+    Registration {
+        /// Its name.
+        configuration: String,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// The operating system's random number generator failed.
+    #[error("generating the webhook's path token failed: no random numbers")]
+    Random,
+    /// The certificate or key is not PEM.
+    #[error("reading the serving certificate or key failed")]
+    Pem(#[source] rustls::pki_types::pem::Error),
+    /// rustls refused the certificate or key.
+    #[error("the serving certificate or key is unusable")]
+    Key(#[source] rustls::Error),
+    /// The listen address is taken or invalid.
+    #[error("cannot serve the webhook on {address:?}")]
+    Bind {
+        /// The address given.
+        address: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The admitted object is not a readable workload.
+    #[error("decoding the admitted {kind} failed")]
+    Decode {
+        /// Its kind.
+        kind: String,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Reading the referenced config failed.
+    #[error("reading the referenced config failed")]
+    Content(#[source] ReconcileError),
+    /// The patch could not be encoded.
+    #[error("encoding the patch failed")]
+    Patch(#[source] serde_json::Error),
 }

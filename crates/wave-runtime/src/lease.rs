@@ -9,8 +9,8 @@
 //! costs about one GET per renewal period, not one per write. A leader that cannot confirm (its renewal is
 //! late, or the read failed) writes nothing and retries shortly; it never drops the work.
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -18,9 +18,9 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::{Api, Client};
 use kube_lease_manager::LeaseManagerBuilder;
 
+use prometheus_client::metrics::gauge::Gauge;
 use wave_core::names;
 
-use crate::controller::context::Context;
 use crate::error::RunError;
 
 /// Where the lease lives and how long it lasts.
@@ -77,10 +77,44 @@ pub fn field_manager(identity: &str) -> String {
 /// How long to wait before asking again after a lease error while not leading.
 const RETRY: Duration = Duration::from_secs(1);
 
-/// Campaigns for the lease and keeps `ctx.leader` current. Returns only when the lease is lost after
-/// being held, when a renewal fails while leading, or when the lease cannot be managed at all: the
-/// caller then exits, so a replica that may have lost the lease never writes next to the new leader.
-pub async fn campaign(client: Client, config: LeaseConfig, ctx: Arc<Context>) -> RunError {
+/// Whether this replica leads: set by [`campaign`], read before every write (and `wave_leader`).
+pub struct Leadership {
+    leading: AtomicBool,
+    gauge: Gauge,
+}
+
+impl Leadership {
+    /// Leading from the start (no leader election), or not until [`campaign`] wins the lease.
+    pub fn new(leading: bool, gauge: Gauge) -> Self {
+        gauge.set(i64::from(leading));
+        Self {
+            leading: AtomicBool::new(leading),
+            gauge,
+        }
+    }
+
+    /// Whether this replica leads.
+    pub fn is_leader(&self) -> bool {
+        self.leading.load(Ordering::Acquire)
+    }
+
+    fn set(&self, leading: bool) {
+        self.leading.store(leading, Ordering::Release);
+        self.gauge.set(i64::from(leading));
+    }
+}
+
+/// Campaigns for the lease and keeps `leadership` current; `elected` runs each time this replica
+/// becomes the leader (the controller checks every workload then). Returns only when the lease is lost
+/// after being held, when a renewal fails while leading, or when the lease cannot be managed at all:
+/// the caller then exits, so a replica that may have lost the lease never writes next to the new
+/// leader.
+pub async fn campaign(
+    client: Client,
+    config: LeaseConfig,
+    leadership: &Leadership,
+    elected: impl Fn(),
+) -> RunError {
     let lease_err = |source| RunError::Lease {
         namespace: config.namespace.clone(),
         name: config.name.clone(),
@@ -102,10 +136,7 @@ pub async fn campaign(client: Client, config: LeaseConfig, ctx: Arc<Context>) ->
         Err(e) => return lease_err(e),
     };
     tracing::info!(lease = %format!("{}/{}", config.namespace, config.name), identity = %config.identity, "campaigning for leadership");
-    let step_down = || {
-        ctx.leader.store(false, Ordering::Release);
-        ctx.metrics.leader.set(0);
-    };
+    let step_down = || leadership.set(false);
     // NOTE: `LeaseManager::watch` logs renewal errors and keeps reporting "leader" while it retries
     // (kube-lease-manager `manager.rs`, `watch`), so a leader the apiserver keeps refusing would go on
     // writing. Driving `changed` directly lets an error while leading end the leadership at once.
@@ -114,16 +145,8 @@ pub async fn campaign(client: Client, config: LeaseConfig, ctx: Arc<Context>) ->
         match manager.changed().await {
             Ok(true) if !held => {
                 held = true;
-                ctx.leader.store(true, Ordering::Release);
-                ctx.metrics.leader.set(1);
-                let all = ctx.tracker().all_to_reconcile();
-                tracing::info!(
-                    workloads = all.len(),
-                    "became the leader; checking every workload"
-                );
-                for id in all {
-                    ctx.queue.add(id, None);
-                }
+                leadership.set(true);
+                elected();
             }
             Ok(false) if held => {
                 step_down();

@@ -27,6 +27,7 @@ pub mod error;
 pub mod events;
 pub mod lease;
 pub mod metrics;
+pub mod state;
 pub mod telemetry;
 pub mod webhook;
 

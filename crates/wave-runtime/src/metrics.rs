@@ -200,6 +200,8 @@ pub struct Metrics {
     pub reconcile_errors: Family<KindError, Counter>,
     /// Writes that changed the config hash (each starts a rollout).
     pub rollouts: Family<KindLabel, Counter>,
+    /// Reads of the Lease before a write that failed (the write waited, and was asked again shortly).
+    pub lease_check_errors: Counter,
     /// Workloads whose required config is missing.
     pub waiting_for_config: Gauge,
     /// Workloads whose references to another namespace `--cross-namespace-references=deny` left out.
@@ -247,7 +249,7 @@ pub struct Metrics {
     /// Events not created because too many were already waiting (`events`).
     pub events_dropped: Counter,
     /// The webhook's missing-config reports not kept because too many were waiting for their workload
-    /// (`controller::bookkeeping::MissingReports`).
+    /// (`state::bookkeeping::MissingReports`).
     pub webhook_reports_dropped: Counter,
     /// How long one reconcile took, by workload kind.
     pub reconcile_duration: Family<KindLabel, Histogram>,
@@ -266,6 +268,7 @@ impl Metrics {
             reconciles: Family::default(),
             reconcile_errors: Family::default(),
             rollouts: Family::default(),
+            lease_check_errors: Counter::default(),
             waiting_for_config: Gauge::default(),
             denied_references: Gauge::default(),
             tracked_workloads: Gauge::default(),
@@ -307,6 +310,11 @@ impl Metrics {
             "reconcile_errors",
             "Reconcile errors by workload kind and error",
             m.reconcile_errors.clone(),
+        );
+        r.register(
+            "lease_check_errors",
+            "Reads of the Lease before a write that failed; the write waited and was asked again shortly",
+            m.lease_check_errors.clone(),
         );
         r.register(
             "rollouts_triggered",

@@ -20,11 +20,12 @@ use kube::{Api, Client};
 use wave_core::names::{self, action, reason};
 use wave_core::workload::{Workload, WorkloadRef};
 
-use super::context::Context;
-use super::reconcile::Outcome;
+use super::outcome::Outcome;
+use super::write;
 use crate::api::{self, is_conflict, is_not_found, status_code};
 use crate::error::ReconcileError;
 use crate::events::EventType;
+use crate::state::Context;
 
 /// How soon to look again while a StatefulSet or DaemonSet controller has not yet seen the release.
 const CONTROLLER_CATCH_UP: Duration = Duration::from_secs(1);
@@ -74,6 +75,9 @@ pub async fn delete(ctx: &Context, workload: &Workload) -> Result<Outcome, Recon
         workload: id.clone(),
         source: Box::new(source),
     };
+    if let Err(outcome) = write::gate(ctx).await {
+        return Ok(outcome);
+    }
     // A kind whose controller replaces the held pods (a Deployment's new ReplicaSet) only has its mark
     // removed (say, one left after the gate was removed by hand).
     let (uid, deleted) = if id.kind.info().replaces_held_pods {

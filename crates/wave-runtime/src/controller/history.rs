@@ -25,15 +25,17 @@ use std::time::{Duration, Instant};
 use wave_core::hash::Fetched;
 use wave_core::history::{self, Restore, Snapshot};
 use wave_core::names::{action, reason};
-use wave_core::refs::References;
+use wave_core::refs::{ConfigKey, References};
+use wave_core::tracker::ObjectVersion;
 use wave_core::undo::Pin;
 use wave_core::workload::Workload;
 
-use super::context::Context;
-use super::reconcile::Outcome;
-use crate::api::{self, describe, status_code};
+use super::outcome::Outcome;
+use super::write::{self, ConfigWrite};
+use crate::api::{self, describe, is_conflict, status_code};
 use crate::error::ReconcileError;
 use crate::events::EventType;
+use crate::state::Context;
 
 /// How soon to look again for the revision a just-written hash creates.
 const REVISION_RECHECK: Duration = Duration::from_millis(500);
@@ -72,8 +74,10 @@ pub async fn keep(
         refused(ctx, workload, hash, note);
         return Ok(None);
     }
-    if !ctx.may_write().await.unwrap_or(false) {
-        return Ok(None);
+    if let Err(outcome) = write::gate(ctx).await {
+        // Not now (another replica leads, or the lease is unconfirmed): never skipped for good, or a
+        // later restore would find no snapshot.
+        return Ok(Some(outcome));
     }
     let fail = |what: String| {
         move |e: kube::Error| ReconcileError::History {
@@ -175,8 +179,65 @@ fn refused(ctx: &Context, workload: &Workload, hash: &str, why: String) {
 pub enum Restored {
     /// The config was restored: the note for the `ConfigRestored` Event.
     Done(String),
-    /// Not restored, and why (for the `ConfigRestoreRefused` Event); nothing was written.
+    /// Not restored, and why (for the `ConfigRestoreRefused` Event); nothing was written, or what was
+    /// written was written back.
     Refused(String),
+    /// This replica stopped writing part-way (its lease could not be confirmed); what was written was
+    /// written back. Decided again shortly.
+    Stopped,
+}
+
+/// Writes back the objects of `written` (each at the version the restore made) to what they held
+/// before the restore: `fetched`, the content the undo was decided on. An object written since by
+/// someone else is left alone. Returns each object written back, at its new version.
+async fn roll_back(
+    ctx: &Context,
+    workload: &Workload,
+    refs: &References,
+    fetched: &Fetched,
+    written: &[(ConfigKey, ObjectVersion)],
+) -> Vec<(ConfigKey, ObjectVersion)> {
+    let before = Snapshot::of(&workload.id.namespace, refs, fetched);
+    let mut back = Vec::new();
+    for restore in history::restore_plan(&workload.id.namespace, refs, &before) {
+        let Some((_, ours)) = written.iter().find(|(key, _)| *key == restore.key) else {
+            continue;
+        };
+        let current = match api::current_config(&ctx.client, &restore.key).await {
+            Ok(Some(current)) if current.resource_version == ours.resource_version => current,
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::warn!(workload = %workload.id, config = %restore.key, error = %describe(&e), "reading a restored object to write it back failed");
+                continue;
+            }
+        };
+        let body = history::restore_patch(&restore, &current);
+        match write::config(ctx, &restore.key, &body).await {
+            Ok(ConfigWrite::Written(version)) => back.push((restore.key.clone(), version)),
+            Ok(ConfigWrite::Not(_)) => break,
+            Err(e) => {
+                tracing::warn!(workload = %workload.id, config = %restore.key, error = %describe(&e), "writing back a restored object failed");
+            }
+        }
+    }
+    back
+}
+
+/// Says what a stopped restore wrote back, and what it could not.
+fn written_back(written: &[(ConfigKey, ObjectVersion)], back: &[(ConfigKey, ObjectVersion)]) -> String {
+    let left: Vec<String> = written
+        .iter()
+        .filter(|(key, _)| !back.iter().any(|(k, _)| k == key))
+        .map(|(key, _)| key.to_string())
+        .collect();
+    match (written.is_empty(), left.is_empty()) {
+        (true, _) => "nothing had been written".to_string(),
+        (false, true) => "what had been restored was written back".to_string(),
+        (false, false) => format!(
+            "what had been restored was written back, except {} (changed since, or the write-back failed)",
+            left.join(", ")
+        ),
+    }
 }
 
 /// Restores the config of the revision an undo went back to (`pin.hash`) from its snapshot.
@@ -234,14 +295,26 @@ pub async fn restore(
         return Ok(Restored::Refused(why));
     }
     let plan = history::restore_plan(&id.namespace, refs, &snapshot);
-    let mut patches = Vec::new();
+    let mut currents = Vec::new();
     for Restore { key, .. } in &plan {
         let current = api::current_config(&ctx.client, key)
             .await
             .map_err(fail(format!("reading {key}")))?;
+        let read = ctx.tracker().config(key).cloned();
         let refusal = match &current {
             None => Some(format!("{key} does not exist")),
             Some(c) if c.immutable => Some(format!("{key} is immutable")),
+            // What is written back on a failure, and what the decision hashed, is the version wave
+            // read: a newer one is config nobody has run, which the restore must not overwrite.
+            Some(c)
+                if read
+                    .as_ref()
+                    .is_none_or(|v| v.resource_version != c.resource_version) =>
+            {
+                Some(format!(
+                    "{key} changed since wave read it, and its newer config is not overwritten"
+                ))
+            }
             Some(c) => c.managed_by.as_ref().map(|tool| {
                 format!("{key} is managed by {tool}, which would undo the restore (or be undone by it)")
             }),
@@ -249,21 +322,43 @@ pub async fn restore(
         if let Some(why) = refusal {
             return Ok(Restored::Refused(why));
         }
-        patches.push(current);
+        currents.extend(current);
     }
     let mut restored = Vec::new();
+    let mut written: Vec<(ConfigKey, ObjectVersion)> = Vec::new();
     ctx.restores
         .begin(id, plan.iter().map(|r| r.key.clone()), Instant::now());
-    for (restore, current) in plan.iter().zip(patches.into_iter().flatten()) {
-        let body = history::restore_patch(restore, &current);
-        match api::patch_config(&ctx.client, &restore.key, &body).await {
-            Ok(version) => ctx.restores.written(id, &restore.key, version),
-            Err(e) => {
-                ctx.restores.abandon(id);
-                return Err(fail(format!("restoring {}", restore.key))(e));
+    for (restore, current) in plan.iter().zip(&currents) {
+        let body = history::restore_patch(restore, current);
+        let failure = match write::config(ctx, &restore.key, &body).await {
+            Ok(ConfigWrite::Written(version)) => {
+                ctx.restores.written(id, &restore.key, version.clone());
+                written.push((restore.key.clone(), version));
+                restored.push(format!("{}/{}", restore.key.kind, restore.key.name));
+                continue;
             }
-        }
-        restored.push(format!("{}/{}", restore.key.kind, restore.key.name));
+            Ok(ConfigWrite::Not(_)) => None,
+            Err(e) => Some(e),
+        };
+        // Stopped part-way: what was restored is written back, so no workload rolls to (and no pod
+        // reads) a mix of the two versions.
+        let back = roll_back(ctx, workload, refs, fetched, &written).await;
+        ctx.restores.rolled_back(id, &back, Instant::now());
+        let what = format!("restoring {}", restore.key);
+        return match failure {
+            Some(e) if is_conflict(&e) => Ok(Restored::Refused(format!(
+                "{} changed during the restore, and its newer config is not overwritten; {}",
+                restore.key,
+                written_back(&written, &back)
+            ))),
+            Some(e) => {
+                let then = format!("An undo's restore stopped: {}. ", written_back(&written, &back));
+                write::failed(ctx, workload, &format!("Restoring {}", restore.key), &e, &then);
+                Err(fail(what)(e))
+            }
+            // The lease could not be confirmed: the undo is decided again shortly.
+            None => Ok(Restored::Stopped),
+        };
     }
     Ok(Restored::Done(format!(
         "Undo detected: restored {} from the config snapshot {name}, so the pods run the config hash {} they were released with.",

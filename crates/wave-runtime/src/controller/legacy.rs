@@ -19,18 +19,20 @@ use wave_core::names::{action, reason};
 use wave_core::refs::ConfigKey;
 use wave_core::workload::Workload;
 
-use super::context::Context;
+use super::outcome::Outcome;
+use super::write;
 use crate::api::{self, describe, is_not_found, status_code};
 use crate::error::ReconcileError;
 use crate::events::EventType;
+use crate::state::Context;
 
 /// What [`clean`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Cleanup {
     /// Nothing was removed: nothing was left, or what was left stays (and was reported).
     Nothing,
-    /// Something was left, but this replica may not write now.
-    NotWriting,
+    /// Something was left, but this replica may not write now: why.
+    NotWriting(Outcome),
     /// Something was removed: the workload's resourceVersion may have moved on.
     Done,
 }
@@ -55,15 +57,8 @@ pub async fn clean(ctx: &Context, workload: &Workload) -> Result<Cleanup, Reconc
         }
         Action::Remove { owned } => owned,
     };
-    let may_write = ctx
-        .may_write()
-        .await
-        .map_err(|source| ReconcileError::ConfirmLease {
-            workload: workload.id.clone(),
-            source: Box::new(source),
-        })?;
-    if !may_write {
-        return Ok(Cleanup::NotWriting);
+    if let Err(outcome) = write::gate(ctx).await {
+        return Ok(Cleanup::NotWriting(outcome));
     }
     let Removal { removed, left } = remove(ctx, workload, &owned).await;
     if !removed.is_empty() {

@@ -11,20 +11,18 @@
 //! admin::serve (/livez /readyz /metrics)
 //! ```
 
-pub mod bookkeeping;
-pub mod content;
-pub mod context;
+pub mod halting;
 pub mod held_pods;
 pub mod history;
+pub mod holds;
 pub mod legacy;
-pub mod pacing;
+pub mod outcome;
 pub mod reconcile;
 pub mod reloader;
 pub mod watch;
-pub mod workqueue;
+pub mod write;
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -32,25 +30,25 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
-use wave_core::flap::{FlapDetector, Observed};
+use wave_core::flap::FlapDetector;
 use wave_core::hash::Hashing;
 use wave_core::pace::Pacer;
 use wave_core::ratelimit::TokenBucket;
 use wave_core::tracker::{Change, Tracker};
 use wave_core::workload::WorkloadRef;
 
-use self::bookkeeping::{
-    KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, ReloaderSightings, Restores,
-};
-use self::content::ContentCache;
-use self::context::Context;
-use self::workqueue::WorkQueue;
 use crate::config::Config;
 use crate::error::{ReconcileError, RunError};
-use crate::events::{EventPublisher, EventType};
+use crate::events::EventPublisher;
 use crate::metrics::Metrics;
+use crate::state::Context;
+use crate::state::bookkeeping::{
+    KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, ReloaderSightings, Restores,
+};
+use crate::state::content::ContentCache;
+use crate::state::workqueue::WorkQueue;
+use crate::state::{memory, pacing};
 use crate::{admin, api, lease, telemetry, webhook};
-use wave_core::names::{action, reason};
 
 /// Runs the controller until SIGTERM/SIGINT (Ok) or until the lease is lost (Err).
 pub async fn run(config: Config) -> Result<(), RunError> {
@@ -117,7 +115,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         events: EventPublisher::new(client.clone(), identity.clone(), metrics.events_dropped.clone()),
         metrics: metrics.clone(),
         watch_health: Arc::default(),
-        leader: AtomicBool::new(lease.is_none()),
+        leadership: lease::Leadership::new(lease.is_none(), metrics.leader.clone()),
         lease: lease.as_ref().map(|l| lease::LeaseCheck::new(client.clone(), l)),
         missing: MissingReports::new(
             metrics.waiting_for_config.clone(),
@@ -136,6 +134,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         config_history: config.config_history,
         legacy_wave_cleanup: config.legacy_wave_cleanup,
         legacy_reports: Notes::default(),
+        write_failures: Notes::default(),
         kept_snapshots: KeptSnapshots::default(),
         restores: Restores::default(),
         liveness: Liveness::default(),
@@ -143,9 +142,6 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         reloader_sightings: ReloaderSightings::new(metrics.reloader_running.clone()),
         own_deployment: config.own_deployment.clone(),
     });
-    if config.leader_election.is_none() {
-        metrics.leader.set(1);
-    }
     tracing::info!(
         version = config.build.version,
         commit = config.build.commit,
@@ -187,7 +183,19 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     }
     let lease_lost = async {
         match lease {
-            Some(lease) => lease::campaign(client.clone(), lease, ctx.clone()).await,
+            Some(lease) => {
+                let elected = || {
+                    let all = ctx.tracker().all_to_reconcile();
+                    tracing::info!(
+                        workloads = all.len(),
+                        "became the leader; checking every workload"
+                    );
+                    for id in all {
+                        ctx.queue.add(id, None);
+                    }
+                };
+                lease::campaign(client.clone(), lease, &ctx.leadership, elected).await
+            }
             None => std::future::pending().await,
         }
     };
@@ -252,7 +260,7 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
             ctx.reloader_seen().forget(id);
         }
         for key in &fx.changed_configs {
-            observe_change(&ctx, key, seen);
+            memory::observe_change(&ctx, key, seen);
         }
         if fx.became_ready {
             tracing::info!(
@@ -289,40 +297,6 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
     }
 }
 
-/// A referenced config object's data changed, or it was created or deleted: the flap breaker counts it.
-fn observe_change(ctx: &Context, key: &wave_core::refs::ConfigKey, at: Instant) {
-    if ctx.flaps().observe(key, at) == Observed::Started {
-        flap_started(ctx, key);
-    }
-}
-
-/// Hands the data changes the content cache read to the flap breaker (after every read of content).
-pub(crate) fn observe_data_changes(ctx: &Context) {
-    for (key, at) in ctx.content.take_data_changes() {
-        observe_change(ctx, &key, at);
-    }
-}
-
-/// A config object started flapping: one Warning on the object, and the metrics.
-fn flap_started(ctx: &Context, key: &wave_core::refs::ConfigKey) {
-    let count = ctx.flaps().flapping_count();
-    ctx.metrics.config_flapping.set(count as i64);
-    ctx.metrics.flap_episodes.inc();
-    let policy = ctx.flaps().policy();
-    let note = format!(
-        "{key} changed more than {} times within {:?}: it is flapping, and its changes roll nothing until it has been unchanged for {:?}; then its final value rolls once.",
-        policy.threshold, policy.window, policy.quiet
-    );
-    tracing::warn!(config = %key, "{note}");
-    ctx.events.publish_config(
-        key,
-        EventType::Warning,
-        reason::CONFIG_FLAPPING,
-        action::HOLD_ROLLOUT,
-        note,
-    );
-}
-
 /// Consecutive failures per workload, shared by the workers, for exponential backoff.
 type Failures = Arc<Mutex<HashMap<WorkloadRef, u32>>>;
 
@@ -349,7 +323,7 @@ async fn work(ctx: Arc<Context>, failures: Failures) {
                 0
             }
         };
-        let retry = reconcile::record(&ctx, &id, &result, count.saturating_sub(1));
+        let retry = outcome::record(&ctx, &id, &result, count.saturating_sub(1));
         ctx.queue.done(&id);
         if let Some(delay) = retry {
             ctx.queue.add_after(id, delay, triggered);
@@ -362,8 +336,8 @@ async fn work(ctx: Arc<Context>, failures: Failures) {
 /// stuck as "active" forever.
 async fn caught(
     id: &WorkloadRef,
-    reconcile: impl std::future::Future<Output = Result<reconcile::Outcome, ReconcileError>>,
-) -> Result<reconcile::Outcome, ReconcileError> {
+    reconcile: impl std::future::Future<Output = Result<outcome::Outcome, ReconcileError>>,
+) -> Result<outcome::Outcome, ReconcileError> {
     use futures::FutureExt as _;
     std::panic::AssertUnwindSafe(reconcile)
         .catch_unwind()
@@ -423,7 +397,7 @@ mod tests {
         };
         assert_eq!(e.kind(), "panic");
         assert!(e.to_string().contains("boom"), "{e}");
-        let ok = caught(&id, async { Ok(reconcile::Outcome::Noop) }).await;
-        assert_eq!(ok.ok(), Some(reconcile::Outcome::Noop));
+        let ok = caught(&id, async { Ok(outcome::Outcome::Noop) }).await;
+        assert_eq!(ok.ok(), Some(outcome::Outcome::Noop));
     }
 }

@@ -36,12 +36,14 @@ use wave_core::refs::{Keys, Reference, References};
 use wave_core::reloader::{self, Mark, Pause};
 use wave_core::workload::{Workload, WorkloadKind};
 
-use super::context::Context;
-use super::reconcile::{CONFLICT_ATTEMPTS, Outcome, held, reread, with_memory, write_once};
+use super::holds::held;
+use super::outcome::Outcome;
+use super::write::{self, Conflicts, Patched, What};
 use crate::api::{self, PatchStyle};
 use crate::error::ReconcileError;
 use crate::events::EventType;
 use crate::metrics::KindLabel;
+use crate::state::{Context, memory};
 
 /// Reconciles `workload`, which opted in through Reloader's annotations.
 pub async fn reconcile(
@@ -50,7 +52,8 @@ pub async fn reconcile(
     triggered: Option<Instant>,
 ) -> Result<Outcome, ReconcileError> {
     let id = workload.id.clone();
-    for _ in 0..CONFLICT_ATTEMPTS {
+    let mut conflicts = Conflicts::new(&id);
+    loop {
         let (options, targets) = {
             let tracker = ctx.tracker();
             let (Some(options), Some(selection)) =
@@ -69,7 +72,7 @@ pub async fn reconcile(
         };
         let refs = references(&targets);
         let fetched = ctx.content.resolve(&refs, &ctx.tracker).await?;
-        super::observe_data_changes(ctx);
+        memory::observe_data_changes(ctx);
         let seen = ctx.reloader_seen().of(&id);
         let now = k8s_openapi::jiff::Timestamp::now();
         let decision = reloader::plan(&workload, &targets, &fetched, &options, &seen, now.as_second());
@@ -78,7 +81,7 @@ pub async fn reconcile(
             match resume(ctx, &workload).await? {
                 Some(outcome) => return Ok(outcome),
                 None => {
-                    let Some(fresh) = reread(ctx, &id).await? else {
+                    let Some(fresh) = conflicts.reread(ctx).await? else {
                         return Ok(Outcome::Gone);
                     };
                     workload = fresh;
@@ -100,7 +103,7 @@ pub async fn reconcile(
             .filter(|(object, _)| changed.contains(object))
             .map(|(object, digest)| pace::Version { object, digest })
             .collect();
-        let verdict = with_memory(ctx, &id, |memory| {
+        let verdict = memory::with_memory(ctx, &id, |memory| {
             decide::rollout_verdict(&workload, None, &delivers, memory)
         });
         // Reloader writes its marks on a paused Deployment (its own pause-period pauses it), so a
@@ -112,7 +115,7 @@ pub async fn reconcile(
         }
         let result = if workload.id.kind == WorkloadKind::CRON_JOB {
             // Reloader does not patch a CronJob: it starts a Job from it, carrying the mark.
-            Some(start_job(ctx, &workload, &decision).await?)
+            start_job(ctx, &workload, &decision).await?
         } else {
             let (mut body, kind) = reloader::reload_patch(&workload, &decision.marks, now);
             let style = match kind {
@@ -124,36 +127,35 @@ pub async fn reconcile(
                 Some(Err(why)) => tracing::warn!(workload = %id, "{why}"),
                 None => {}
             }
-            write_once(ctx, &workload, &body, style).await?
+            write::patch(ctx, &workload, &body, What::Reload(style)).await?
         };
         match result {
-            Some(Outcome::Written) => {
+            Patched::Written => {
                 ctx.coalescer().record(&id, Instant::now());
                 after_write(ctx, &workload, &decision, triggered);
                 ctx.reloader_seen().record(&id, decision.observed);
                 return Ok(Outcome::Written);
             }
-            Some(outcome) => return Ok(outcome),
-            None => {
-                tracing::debug!(workload = %id, "conflict; re-reading and re-planning");
-                let Some(fresh) = reread(ctx, &id).await? else {
+            Patched::Not(outcome) => return Ok(outcome),
+            Patched::Conflict => {
+                let Some(fresh) = conflicts.reread(ctx).await? else {
                     return Ok(Outcome::Gone);
                 };
                 workload = fresh;
             }
         }
     }
-    Err(ReconcileError::Conflict {
-        workload: id,
-        attempts: CONFLICT_ATTEMPTS,
-    })
 }
 
 /// Resumes a Deployment whose reload pause is over (`reloader::pause`): `None` on a conflict (re-read
 /// and look again).
 async fn resume(ctx: &Context, workload: &Workload) -> Result<Option<Outcome>, ReconcileError> {
     let body = reloader::resume_patch(workload);
-    let outcome = write_once(ctx, workload, &body, PatchStyle::Merge).await?;
+    let outcome = match write::patch(ctx, workload, &body, What::Resume).await? {
+        Patched::Written => Some(Outcome::Written),
+        Patched::Conflict => None,
+        Patched::Not(outcome) => Some(outcome),
+    };
     if outcome == Some(Outcome::Written) {
         tracing::info!(workload = %workload.id, "pause period over; resumed");
         let note = "The pause period after a reload is over: resumed the Deployment.".to_string();
@@ -184,13 +186,10 @@ async fn start_job(
     ctx: &Context,
     workload: &Workload,
     decision: &reloader::Decision,
-) -> Result<Outcome, ReconcileError> {
+) -> Result<Patched, ReconcileError> {
     let id = &workload.id;
-    if let Err(wait) = ctx.limiter().reserve(id, Instant::now()) {
-        return Ok(Outcome::RateLimited(wait));
-    }
-    if !ctx.may_write().await.unwrap_or(false) {
-        return Ok(super::reconcile::not_writing(ctx));
+    if let Err(outcome) = write::ready(ctx, id, What::Reload(PatchStyle::Merge)).await {
+        return Ok(Patched::Not(outcome));
     }
     let cron_job = match api::workload_api(&ctx.client, id.kind, Some(&id.namespace))
         .get_opt(&id.name)
@@ -200,7 +199,7 @@ async fn start_job(
             source: Box::new(source),
         })? {
         Some(cron_job) => cron_job,
-        None => return Ok(Outcome::Gone),
+        None => return Ok(Patched::Not(Outcome::Gone)),
     };
     let versions = {
         let tracker = ctx.tracker();
@@ -226,7 +225,7 @@ async fn start_job(
             "the Job of this config version exists already (an earlier create landed); not starting another"
         ),
     }
-    Ok(Outcome::Written)
+    Ok(Patched::Written)
 }
 
 /// The targets as optional references to every key: what the content cache and the flap breaker take.

@@ -14,10 +14,9 @@
 //! The backoff is short ([`watch_backoff`]): an apiserver restart (every managed-cluster upgrade) must
 //! not leave wave blind for a minute after the apiserver is back.
 
-use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::{BoxStream, StreamExt};
@@ -35,37 +34,7 @@ use wave_core::workload::{Progress, Workload, WorkloadKind, pod_template};
 
 use crate::api::{self, describe as describe_error};
 use crate::metrics::{Metrics, ResourceLabel};
-
-/// The last error of each watch scope, cleared by its next successful event.
-#[derive(Default)]
-pub struct WatchHealth {
-    errors: Mutex<HashMap<Scope, String>>,
-}
-
-impl WatchHealth {
-    fn errors(&self) -> std::sync::MutexGuard<'_, HashMap<Scope, String>> {
-        self.errors.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Scopes whose watch is currently failing, with the error, for `/readyz`.
-    pub fn failing(&self) -> Vec<String> {
-        let mut out: Vec<String> = self
-            .errors()
-            .iter()
-            .map(|(s, e)| format!("{}: {e}", describe(s)))
-            .collect();
-        out.sort();
-        out
-    }
-}
-
-/// `secrets in namespace a` / `secrets in all namespaces`.
-pub fn describe(scope: &Scope) -> String {
-    match &scope.namespace {
-        Some(ns) => format!("{} in namespace {ns}", scope.resource.as_str()),
-        None => format!("{} in all namespaces", scope.resource.as_str()),
-    }
-}
+use crate::state::health::{WatchHealth, describe};
 
 /// One merged stream of every scope's events.
 pub fn changes(
@@ -127,7 +96,7 @@ where
             let out = match result {
                 Ok(event) => {
                     metrics.watch_events.get_or_create(&label).inc();
-                    if health.errors().remove(&scope).is_some() {
+                    if health.recovered(&scope) {
                         tracing::info!(watch = %describe(&scope), "watch recovered");
                     }
                     Some(to_change(scope.clone(), from_watcher(event)))
@@ -140,8 +109,7 @@ where
                         }
                         other => other.to_string(),
                     };
-                    let previous = health.errors().insert(scope.clone(), text.clone());
-                    if previous.as_deref() != Some(text.as_str()) {
+                    if health.failed(&scope, &text) {
                         tracing::warn!(watch = %describe(&scope), error = %text, "watch failing; retrying with backoff");
                     }
                     None

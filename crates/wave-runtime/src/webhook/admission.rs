@@ -33,12 +33,12 @@ use wave_core::names::{self, action, reason};
 use wave_core::pace;
 use wave_core::workload::{Workload, WorkloadKind};
 
-use super::WebhookError;
-use crate::controller::context::Context;
-use crate::controller::pacing::{self, Slot};
-use crate::controller::reconcile;
+use crate::error::WebhookError;
 use crate::events::EventType;
 use crate::metrics::WebhookLabels;
+use crate::state::Context;
+use crate::state::memory;
+use crate::state::pacing::{self, Slot};
 
 /// How long the webhook may take to decide. The chart's `webhook.timeoutSeconds` (2 s by default) is
 /// the apiserver's limit for the whole call, TLS and network included; the rest is that margin.
@@ -181,7 +181,7 @@ async fn admit(
         .resolve(&refs, &ctx.tracker)
         .await
         .map_err(WebhookError::Content)?;
-    crate::controller::observe_data_changes(ctx);
+    memory::observe_data_changes(ctx);
     let mut mutation = admission::decide(&workload, &refs, &fetched, operation, &ctx.hashing);
     if matches!(mutation, Mutation::Gate { .. }) {
         let live = ctx
@@ -198,7 +198,7 @@ async fn admit(
         let may_roll = match &mutation {
             Mutation::SetHash(desired) if workload.current_hash().is_some() => {
                 let versions = pace::versions(&refs, &fetched, &ctx.hashing);
-                let verdict = reconcile::with_memory(ctx, &workload.id, |memory| {
+                let verdict = memory::with_memory(ctx, &workload.id, |memory| {
                     let delivers = decide::delivered(&workload, &versions, memory.rolled);
                     decide::rollout_verdict(&workload, Some(desired), &delivers, memory)
                 });

@@ -27,9 +27,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
 
-use super::WebhookError;
 use crate::api::is_conflict;
 use crate::config::CertificateSource;
+use crate::error::WebhookError;
 
 /// How long a generated serving certificate is valid by default; it is renewed when a third is left.
 pub const CERT_LIFETIME: Duration = Duration::from_secs(90 * 24 * 3600);

@@ -37,100 +37,12 @@ use wave_core::webhook::{self as paths, PathToken};
 
 use self::certs::{CertificateConfig, ServingCert};
 use crate::config::WebhookConfig;
-use crate::controller::context::Context;
-use crate::error::ReconcileError;
+use crate::error::WebhookError;
+use crate::state::Context;
 
 /// How often the Secret is read again, at most, to renew the certificate or pick up cert-manager's
 /// renewal (more often with a short `--webhook-certificate-lifetime`).
 const CERT_CHECK_PERIOD: Duration = Duration::from_secs(300);
-
-/// Why the webhook could not start, or could not decide one request.
-#[derive(Debug, thiserror::Error)]
-pub enum WebhookError {
-    /// Generating a certificate failed.
-    #[error("generating the webhook certificate failed")]
-    Generate(#[from] rcgen::Error),
-    /// Reading or writing the certificate's or the path token's Secret failed.
-    #[error("reading or writing Secret {secret} failed")]
-    Secret {
-        /// `namespace/name`.
-        secret: String,
-        /// The API error.
-        #[source]
-        source: Box<kube::Error>,
-    },
-    /// With `--webhook-certificate=secret`, the Secret does not exist.
-    #[error(
-        "Secret {secret} not found: with --webhook-certificate=secret, cert-manager (or you) must write it"
-    )]
-    SecretMissing {
-        /// `namespace/name`.
-        secret: String,
-    },
-    /// The Secret lacks `tls.crt` or `tls.key`.
-    #[error("Secret {secret} has no tls.crt and tls.key")]
-    SecretIncomplete {
-        /// `namespace/name`.
-        secret: String,
-    },
-    /// Other replicas kept rewriting the Secret.
-    #[error("Secret {secret} kept changing while the certificate was issued")]
-    SecretKeptChanging {
-        /// `namespace/name`.
-        secret: String,
-    },
-    /// The apiserver refused the update of the configuration's `caBundle` or paths. Its message, which
-    /// may quote the refused path, is kept with the path token cut out.
-    #[error("updating MutatingWebhookConfiguration {configuration} failed: {reason}")]
-    RegistrationRefused {
-        /// Its name.
-        configuration: String,
-        /// The apiserver's message, the token replaced by `<token>`.
-        reason: String,
-    },
-    /// Reading or updating the configuration's `caBundle` or paths failed.
-    #[error("reading or updating MutatingWebhookConfiguration {configuration} failed")]
-    Registration {
-        /// Its name.
-        configuration: String,
-        /// The API error.
-        #[source]
-        source: Box<kube::Error>,
-    },
-    /// The operating system's random number generator failed.
-    #[error("generating the webhook's path token failed: no random numbers")]
-    Random,
-    /// The certificate or key is not PEM.
-    #[error("reading the serving certificate or key failed")]
-    Pem(#[source] rustls::pki_types::pem::Error),
-    /// rustls refused the certificate or key.
-    #[error("the serving certificate or key is unusable")]
-    Key(#[source] rustls::Error),
-    /// The listen address is taken or invalid.
-    #[error("cannot serve the webhook on {address:?}")]
-    Bind {
-        /// The address given.
-        address: String,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The admitted object is not a readable workload.
-    #[error("decoding the admitted {kind} failed")]
-    Decode {
-        /// Its kind.
-        kind: String,
-        /// The cause.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// Reading the referenced config failed.
-    #[error("reading the referenced config failed")]
-    Content(#[source] ReconcileError),
-    /// The patch could not be encoded.
-    #[error("encoding the patch failed")]
-    Patch(#[source] serde_json::Error),
-}
 
 /// The soonest a call on a stale path makes wave re-read its Secrets after the last read. Anyone who
 /// can reach the port can trigger it, so it is rare; the apiserver, after a `helm upgrade` put the

@@ -20,7 +20,7 @@ use kube::api::{Api, Patch, PatchParams};
 use wave_core::names;
 use wave_core::webhook::{PathToken, repaired_path, repaired_url};
 
-use super::WebhookError;
+use crate::error::WebhookError;
 
 fn op(i: usize, tail: &[&str], value: String) -> json_patch::PatchOperation {
     let tokens = ["webhooks".to_string(), i.to_string(), "clientConfig".into()]

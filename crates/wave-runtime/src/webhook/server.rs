@@ -9,9 +9,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_util::sync::CancellationToken;
 
-use super::WebhookError;
 use super::certs::ServingCert;
 use crate::config::BindAddress;
+use crate::error::WebhookError;
 
 /// The rustls server configuration for `cert`.
 pub fn tls_config(cert: &ServingCert) -> Result<Arc<rustls::ServerConfig>, WebhookError> {

@@ -22,8 +22,8 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use wave_core::names;
 use wave_core::webhook::{PathToken, TOKEN_BYTES};
 
-use super::WebhookError;
 use crate::api::is_conflict;
+use crate::error::WebhookError;
 
 /// A new token from the operating system's CSPRNG.
 fn generate() -> Result<PathToken, WebhookError> {

@@ -1,7 +1,21 @@
-//! The one `Context` built at startup and handed to every task.
+//! The state the controller and the webhook share, below both: the one `Context` built at startup and
+//! handed to every task, what wave remembers between reconciles (`bookkeeping`, `memory`), the content
+//! cache, the work queue, the watches' health and pacing's census.
+//!
+//! ```text
+//! controller (watch, router, reconcile, writes) ─┐
+//!                                                 ├─► state (Context, memory, census) ─► wave_core
+//! webhook (admission)  ──────────────────────────┘      ─► api, events, metrics, lease
+//! ```
+
+pub mod bookkeeping;
+pub mod content;
+pub mod health;
+pub mod memory;
+pub mod pacing;
+pub mod workqueue;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
@@ -15,14 +29,15 @@ use wave_core::refs::ConfigKey;
 use wave_core::tracker::Tracker;
 use wave_core::workload::{Workload, WorkloadRef};
 
-use super::bookkeeping::{
+use self::bookkeeping::{
     KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, ReloaderSightings, Restores,
 };
-use super::content::ContentCache;
-use super::watch::WatchHealth;
-use super::workqueue::WorkQueue;
+use self::content::ContentCache;
+use self::health::WatchHealth;
+use self::workqueue::WorkQueue;
+use crate::admin::Probes;
 use crate::events::{EventPublisher, EventType};
-use crate::lease::LeaseCheck;
+use crate::lease::{Leadership, LeaseCheck};
 use crate::metrics::Metrics;
 
 /// Everything the tasks share.
@@ -44,13 +59,15 @@ pub struct Context {
     /// Watch errors, for `/readyz`.
     pub watch_health: Arc<WatchHealth>,
     /// Whether this replica may write (always true without leader election).
-    pub leader: AtomicBool,
+    pub leadership: Leadership,
     /// With leader election: the check, before each write, that the lease is still held.
     pub lease: Option<LeaseCheck>,
     /// Workloads waiting for missing config, each reported once per distinct missing set.
     pub missing: MissingReports,
     /// Workloads whose references to another namespace were denied, each reported once per distinct set.
     pub denied: Notes,
+    /// Workloads whose last write failed, each reported once per kind of failure (`controller::write`).
+    pub write_failures: Notes,
     /// `--max-gate-duration`: how long wave's scheduling gate may hold pods.
     pub max_gate: Duration,
     /// How the config hash is computed (keyed with `--hash-key-secret`).
@@ -92,19 +109,7 @@ pub struct Context {
 impl Context {
     /// Whether this replica is the leader.
     pub fn is_leader(&self) -> bool {
-        self.leader.load(Ordering::Acquire)
-    }
-
-    /// Whether this replica may write now: it leads and, with leader election, the lease is still held
-    /// long enough for the write to land (see `lease`).
-    pub async fn may_write(&self) -> Result<bool, kube::Error> {
-        if !self.is_leader() {
-            return Ok(false);
-        }
-        match &self.lease {
-            Some(lease) => lease.confirm().await,
-            None => Ok(true),
-        }
+        self.leadership.is_leader()
     }
 
     /// The coalescer (short critical sections).
@@ -139,12 +144,12 @@ impl Context {
 
     /// Read access to the tracker.
     pub fn tracker(&self) -> RwLockReadGuard<'_, Tracker> {
-        super::content::read(&self.tracker)
+        self::content::read(&self.tracker)
     }
 
     /// Write access to the tracker.
     pub fn tracker_mut(&self) -> RwLockWriteGuard<'_, Tracker> {
-        super::content::write(&self.tracker)
+        self::content::write(&self.tracker)
     }
 
     /// Publishes a Warning about `workload`, and logs it, unless `notes` holds this note as the last
@@ -176,8 +181,18 @@ impl Context {
         if unsynced.is_empty() {
             Ok(())
         } else {
-            let names: Vec<String> = unsynced.iter().map(|s| super::watch::describe(s)).collect();
+            let names: Vec<String> = unsynced.iter().map(|s| self::health::describe(s)).collect();
             Err(format!("waiting for the first list of: {}", names.join(", ")))
         }
+    }
+}
+
+impl Probes for Context {
+    fn live(&self) -> Result<(), String> {
+        self.liveness.check()
+    }
+
+    fn ready(&self) -> Result<(), String> {
+        self.readiness()
     }
 }

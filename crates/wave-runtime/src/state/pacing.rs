@@ -23,10 +23,7 @@ use wave_core::pace::{self, Admission, Census, Halt, HaltChanges, Marker};
 use wave_core::plan::Write;
 use wave_core::workload::{Workload, WorkloadRef};
 
-use super::context::Context;
-use super::reconcile::{CONFLICT_ATTEMPTS, Outcome, reread, write_once};
-use crate::api::PatchStyle;
-use crate::error::ReconcileError;
+use super::Context;
 use crate::events::EventType;
 
 /// Adds the rollout marker to a write that sets a hash, while pacing is on: every rollout, paced or
@@ -54,7 +51,7 @@ pub fn mark(
 }
 
 /// A halt holds `workload` back (`wave_core::decide`): one Warning per halt.
-pub fn halted(ctx: &Context, workload: &Workload, halt: &Halt) -> Outcome {
+pub fn halted(ctx: &Context, workload: &Workload, halt: &Halt) {
     let first = {
         let mut pacer = ctx.pacer();
         let first = pacer.hold(&workload.id, halt);
@@ -78,37 +75,6 @@ pub fn halted(ctx: &Context, workload: &Workload, halt: &Halt) -> Outcome {
             note,
         );
     }
-    Outcome::Halted
-}
-
-/// Records on the workload's rollout marker that its rollout failed, once (`pace::unrecorded_failure`):
-/// the halt then holds whatever happens to the workload next. `None` when there is nothing to record.
-pub async fn record_failure(ctx: &Context, workload: &Workload) -> Result<Option<Outcome>, ReconcileError> {
-    if !ctx.pacer().is_on() {
-        return Ok(None);
-    }
-    let mut workload = std::sync::Arc::new(workload.clone());
-    for _ in 0..CONFLICT_ATTEMPTS {
-        let Some(body) = pace::unrecorded_failure(&workload, ctx.rollout_deadline, Timestamp::now()) else {
-            return Ok(None);
-        };
-        match write_once(ctx, &workload, &body, PatchStyle::Merge).await? {
-            Some(Outcome::Written) => {
-                tracing::info!(workload = %workload.id, "recorded the failure of its rollout on its marker");
-                return Ok(Some(Outcome::Noop));
-            }
-            Some(outcome) => return Ok(Some(outcome)),
-            // Its status moves on often while it fails: read it again and record on that.
-            None => match reread(ctx, &workload.id).await? {
-                Some(fresh) => workload = fresh,
-                None => return Ok(Some(Outcome::Gone)),
-            },
-        }
-    }
-    Err(ReconcileError::Conflict {
-        workload: workload.id.clone(),
-        attempts: CONFLICT_ATTEMPTS,
-    })
 }
 
 /// Whether the webhook may let an UPDATE roll now, under pacing.
@@ -154,8 +120,9 @@ pub fn slot_for_webhook(
 }
 
 /// Decides a rollout that may roll (`wave_core::decide`) under pacing, with the marker [`mark`] made
-/// for its write: `None` to write now, else its place in line.
-pub fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Option<Outcome> {
+/// for its write: `None` to write now, else it waits in line, and looks again after the time given at
+/// the latest.
+pub fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Option<Duration> {
     let (priority, ignored) = pace::priority(workload);
     if let Some(why) = ignored {
         tracing::warn!(workload = %workload.id, "{why}");
@@ -197,7 +164,7 @@ pub fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Option<Outc
                     note,
                 );
             }
-            Some(Outcome::Queued(Some(recheck(&census))))
+            Some(recheck(&census))
         }
     }
 }

@@ -394,9 +394,20 @@ impl Restores {
         }
     }
 
-    /// `id`'s restore stopped part-way: nothing more will be written, so nobody waits for it.
-    pub fn abandon(&self, id: &WorkloadRef) {
-        lock(&self.0).remove(id);
+    /// `id`'s restore stopped part-way and wrote back what it had restored (`back`: each object at the
+    /// version its write-back produced). Workloads using those objects wait until the watches show
+    /// them written back, so none rolls to the half-restored mix; nothing else is waited for.
+    pub fn rolled_back(&self, id: &WorkloadRef, back: &[(ConfigKey, ObjectVersion)], now: Instant) {
+        let mut all = lock(&self.0);
+        if back.is_empty() {
+            all.remove(id);
+            return;
+        }
+        let mut restore = RestoreInFlight::new(back.iter().map(|(key, _)| key.clone()));
+        for (key, version) in back {
+            restore.written(key, version.clone());
+        }
+        all.insert(id.clone(), (restore, now + RESTORE_SEEN_WITHIN));
     }
 
     /// Whether a workload using `refs` must wait: a restore of one of its objects is not yet shown whole
@@ -460,7 +471,7 @@ mod restores_tests {
     }
 
     #[test]
-    fn a_restore_holds_its_objects_users_until_seen_abandoned_or_waited_for_long_enough() {
+    fn a_restore_holds_its_objects_users_until_seen_rolled_back_or_waited_for_long_enough() {
         let id = WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", "web");
         let now = Instant::now();
         let restores = Restores::default();
@@ -476,8 +487,23 @@ mod restores_tests {
         );
 
         restores.begin(&id, [app()], now);
-        restores.abandon(&id);
-        assert!(!restores.pending(&uses_app(), &watched("1"), now), "abandoned");
+        restores.rolled_back(&id, &[], now);
+        assert!(
+            !restores.pending(&uses_app(), &watched("1"), now),
+            "stopped before any write: nothing to wait for"
+        );
+
+        restores.begin(&id, [app()], now);
+        restores.written(&id, &app(), version("2"));
+        restores.rolled_back(&id, &[(app(), version("3"))], now);
+        assert!(
+            restores.pending(&uses_app(), &watched("2"), now),
+            "the half-restored version is never planned from"
+        );
+        assert!(
+            !restores.pending(&uses_app(), &watched("3"), now),
+            "written back and seen"
+        );
 
         restores.begin(&id, [app()], now);
         assert!(restores.pending(&uses_app(), &watched("1"), now));
