@@ -1558,4 +1558,42 @@ mod tests {
             .collect();
         assert_eq!(found, ["picked"]);
     }
+
+    #[test]
+    fn a_namespace_relist_deselects_the_namespaces_it_no_longer_shows() {
+        let ns_scope = Scope {
+            resource: Resource::Namespace,
+            namespace: None,
+        };
+        let namespace = |name: &str| NamespaceMeta {
+            name: name.into(),
+            labels: BTreeMap::from([("team".to_string(), "a".to_string())]),
+        };
+        let t = Tracker::new(&WorkloadKind::BUILT_IN, None)
+            .selecting_namespaces(LabelSelector::parse("team=a").unwrap());
+        let (mut t, _) = synced_from(t, vec![], vec![]);
+        t.apply(Change::Namespace(
+            ns_scope.clone(),
+            Event::Apply(namespace("kept")),
+        ));
+        t.apply(Change::Namespace(
+            ns_scope.clone(),
+            Event::Apply(namespace("gone")),
+        ));
+        assert_eq!(t.selected_namespace_count(), 2);
+        // A 410 makes the namespace watch relist: "gone" was deleted meanwhile.
+        t.apply(Change::Namespace(ns_scope.clone(), Event::Init));
+        t.apply(Change::Namespace(
+            ns_scope.clone(),
+            Event::InitApply(namespace("kept")),
+        ));
+        assert_eq!(
+            t.selected_namespace_count(),
+            2,
+            "nothing is forgotten before the relist ends"
+        );
+        t.apply(Change::Namespace(ns_scope, Event::InitDone));
+        assert!(t.selects_namespace("kept") && !t.selects_namespace("gone"));
+        assert_eq!(t.selected_namespace_count(), 1);
+    }
 }
