@@ -1,0 +1,209 @@
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::*;
+use crate::hash::Content;
+use crate::names::reloader as names;
+use crate::refs::{ConfigKey, ConfigKind};
+use crate::reloader::testing::*;
+use crate::reloader::*;
+use crate::workload::Workload;
+
+fn plan_for(w: &Workload, data: &str, seen: &BTreeMap<ConfigKey, String>, strategy: Strategy) -> Decision {
+    let sel = selection(w, &Options::default()).unwrap();
+    let t = targets(w, &sel, &candidates(&[cm("app")]));
+    let fetched: Fetched = [(cm("app"), Arc::new(content(&[("k", data)])))].into();
+    let options = Options {
+        strategy,
+        ..Options::default()
+    };
+    plan(w, &t, &fetched, &options, seen, 1_700_000_000)
+}
+
+#[test]
+fn a_workload_whose_env_var_matches_the_config_is_not_written() {
+    let current = sha(ConfigKind::ConfigMap, &content(&[("k", "v1")]));
+    let d = plan_for(
+        &env_workload(Some(&current)),
+        "v1",
+        &BTreeMap::new(),
+        Strategy::EnvVars,
+    );
+    assert!(d.marks.is_empty());
+    assert_eq!(d.observed.get(&cm("app")), Some(&current));
+}
+
+#[test]
+fn a_change_made_while_nobody_watched_is_caught_from_the_env_var() {
+    let old = sha(ConfigKind::ConfigMap, &content(&[("k", "v1")]));
+    let d = plan_for(
+        &env_workload(Some(&old)),
+        "v2",
+        &BTreeMap::new(),
+        Strategy::EnvVars,
+    );
+    assert_eq!(
+        d.marks,
+        vec![Mark::EnvVar {
+            container: "c".into(),
+            name: "STAKATER_APP_CONFIGMAP".into(),
+            value: sha(ConfigKind::ConfigMap, &content(&[("k", "v2")])),
+        }]
+    );
+}
+
+#[test]
+fn an_object_never_reloaded_is_recorded_at_first_sight_and_written_once_it_changes() {
+    let w = env_workload(None);
+    let first = plan_for(&w, "v1", &BTreeMap::new(), Strategy::EnvVars);
+    assert!(
+        first.marks.is_empty(),
+        "Reloader writes nothing for config that has not changed"
+    );
+    let later = plan_for(&w, "v2", &first.observed, Strategy::EnvVars);
+    assert_eq!(later.marks.len(), 1);
+    assert_eq!(later.changed, vec![cm("app")]);
+}
+
+#[test]
+fn the_annotation_strategy_compares_with_the_object_last_reloaded_from_names() {
+    let old = sha(ConfigKind::ConfigMap, &content(&[("k", "v1")]));
+    let mut w = env_workload(None);
+    let source = ReloadSource {
+        type_: "CONFIGMAP".into(),
+        name: "app".into(),
+        namespace: "ns".into(),
+        hash: old,
+        container_refs: vec!["c".into()],
+        observed_at: 1,
+    };
+    w.template.edit(|t| {
+        t.metadata = Some(
+            serde_json::from_value(json!({"annotations": {
+                (names::LAST_RELOADED_FROM): serde_json::to_string(&source).unwrap()
+            }}))
+            .unwrap(),
+        );
+    });
+    assert!(
+        plan_for(&w, "v1", &BTreeMap::new(), Strategy::Annotations)
+            .marks
+            .is_empty()
+    );
+    let d = plan_for(&w, "v2", &BTreeMap::new(), Strategy::Annotations);
+    let [Mark::Annotation(written)] = d.marks.as_slice() else {
+        panic!("one annotation: {:?}", d.marks)
+    };
+    assert_eq!(written.hash, sha(ConfigKind::ConfigMap, &content(&[("k", "v2")])));
+    assert_eq!(written.observed_at, 1_700_000_000);
+    assert_eq!(written.container_refs, ["c"]);
+}
+
+#[test]
+fn ignored_objects_are_recorded_but_never_written() {
+    let old = sha(ConfigKind::ConfigMap, &content(&[("k", "v1")]));
+    let w = env_workload(Some(&old));
+    let sel = selection(&w, &Options::default()).unwrap();
+    let t = targets(&w, &sel, &candidates(&[cm("app")]));
+    let mut c = content(&[("k", "v2")]);
+    c.reloader_ignored = true;
+    let fetched: Fetched = [(cm("app"), Arc::new(c))].into();
+    let d = plan(&w, &t, &fetched, &Options::default(), &BTreeMap::new(), 0);
+    assert!(d.marks.is_empty());
+    assert_eq!(d.observed.len(), 1);
+}
+
+fn lifecycle_plan(
+    w: &Workload,
+    lifecycle: Lifecycle,
+    data: Option<&str>,
+    strategy: Strategy,
+    seen: &BTreeMap<ConfigKey, String>,
+) -> Decision {
+    let target = Target {
+        key: cm("app"),
+        container: "c".into(),
+        lifecycle,
+    };
+    let fetched: Fetched = data
+        .map(|d| (cm("app"), Arc::new(content(&[("k", d)]))))
+        .into_iter()
+        .collect();
+    let options = Options {
+        strategy,
+        reload_on_create: true,
+        reload_on_delete: true,
+        ..Options::default()
+    };
+    plan(w, &[target], &fetched, &options, seen, 7)
+}
+
+#[test]
+fn with_reload_on_create_an_object_created_while_watched_reloads_at_first_sight() {
+    let w = env_workload(None);
+    let d = lifecycle_plan(
+        &w,
+        Lifecycle::Created,
+        Some("v1"),
+        Strategy::EnvVars,
+        &BTreeMap::new(),
+    );
+    assert_eq!(d.marks.len(), 1, "created counts as a change from no data");
+    let d = lifecycle_plan(
+        &w,
+        Lifecycle::Existing,
+        Some("v1"),
+        Strategy::EnvVars,
+        &BTreeMap::new(),
+    );
+    assert!(d.marks.is_empty(), "there at the first list: only recorded");
+}
+
+#[test]
+fn with_reload_on_delete_a_deleted_object_s_env_var_goes_or_the_annotation_names_it_with_no_data() {
+    let old = sha(ConfigKind::ConfigMap, &content(&[("k", "v1")]));
+    let d = lifecycle_plan(
+        &env_workload(Some(&old)),
+        Lifecycle::Deleted,
+        None,
+        Strategy::EnvVars,
+        &BTreeMap::new(),
+    );
+    assert_eq!(
+        d.marks,
+        vec![Mark::RemoveEnvVar {
+            container: "c".into(),
+            name: "STAKATER_APP_CONFIGMAP".into()
+        }]
+    );
+    let body = patch_body(&env_workload(Some(&old)), &d.marks);
+    assert_eq!(
+        body["spec"]["template"]["spec"]["containers"][0]["env"][0],
+        json!({"name": "STAKATER_APP_CONFIGMAP", "$patch": "delete"})
+    );
+    // Once it is gone from the workload, nothing more is written.
+    let d = lifecycle_plan(
+        &env_workload(None),
+        Lifecycle::Deleted,
+        None,
+        Strategy::EnvVars,
+        &d.observed,
+    );
+    assert!(d.marks.is_empty());
+
+    let seen = BTreeMap::from([(cm("app"), old)]);
+    let d = lifecycle_plan(
+        &env_workload(None),
+        Lifecycle::Deleted,
+        None,
+        Strategy::Annotations,
+        &seen,
+    );
+    let [Mark::Annotation(source)] = d.marks.as_slice() else {
+        panic!("one annotation: {:?}", d.marks)
+    };
+    assert_eq!(source.hash, EMPTY_SHA);
+    assert_eq!(EMPTY_SHA, sha(ConfigKind::ConfigMap, &Content::default()));
+}

@@ -1,0 +1,104 @@
+//! Reloader compatibility's part of the tracker (`--reloader-compat`, `crate::reloader`): what a
+//! workload asked Reloader to watch, the objects that may reload it ([`reloader::Candidate`]), and what
+//! they need remembered: `reloader.stakater.com/match` marks, objects created or deleted after the first
+//! list (`--reload-on-create`, `--reload-on-delete`), and objects `--resource-label-selector` hides.
+
+use super::{ConfigMeta, Tracker};
+use crate::refs::ConfigKey;
+use crate::reloader;
+use crate::workload::Workload;
+
+impl Tracker {
+    /// The same tracker, also tracking workloads opted in through Stakater Reloader's annotations.
+    pub fn with_reloader(mut self, options: reloader::Options) -> Self {
+        self.reloader = Some(options);
+        self
+    }
+
+    /// Reloader compatibility's settings, when it is on.
+    pub fn reloader(&self) -> Option<&reloader::Options> {
+        self.reloader.as_ref()
+    }
+
+    /// What `workload` asked Reloader to watch, when compatibility is on and it asked anything.
+    pub fn reloader_selection(&self, workload: &Workload) -> Option<reloader::Selection> {
+        reloader::selection(workload, self.reloader.as_ref()?)
+    }
+
+    /// The objects that exist, or were deleted while wave watched, and may reload `workload` under
+    /// `needs`: those it references or names, and, when it scans, every object of its namespace.
+    pub fn reloader_candidates(
+        &self,
+        workload: &Workload,
+        needs: &reloader::Needs,
+    ) -> Vec<reloader::Candidate> {
+        let candidate = |key: &ConfigKey| {
+            let lifecycle = if self.deleted.contains(key) {
+                reloader::Lifecycle::Deleted
+            } else if self.created.contains(key) {
+                reloader::Lifecycle::Created
+            } else {
+                reloader::Lifecycle::Existing
+            };
+            reloader::Candidate {
+                key: key.clone(),
+                matched: self.matched.contains(key),
+                lifecycle,
+            }
+        };
+        let ns = &workload.id.namespace;
+        let known = self
+            .configs
+            .keys()
+            .chain(&self.deleted)
+            .filter(|k| !self.unselected.contains(*k));
+        if needs.scan {
+            known.filter(|k| &k.namespace == ns).map(candidate).collect()
+        } else {
+            known.filter(|k| needs.keys.contains(*k)).map(candidate).collect()
+        }
+    }
+
+    /// Notes what Reloader compatibility remembers of `meta`, before its version is recorded: created
+    /// after the first list, no longer deleted, selected by `--resource-label-selector` or not, marked
+    /// `match` or not.
+    pub(super) fn note_reloader_marks(&mut self, meta: &ConfigMeta) {
+        let reloader = self.reloader.as_ref();
+        if self.ready && !self.configs.contains_key(&meta.key) && reloader.is_some_and(|o| o.reload_on_create)
+        {
+            self.created.insert(meta.key.clone());
+        }
+        self.deleted.remove(&meta.key);
+        match reloader.and_then(|o| o.resource_selector.as_ref()) {
+            Some(selector) if !selector.matches(&meta.labels) => {
+                self.unselected.insert(meta.key.clone());
+            }
+            _ => {
+                self.unselected.remove(&meta.key);
+            }
+        }
+        if meta.reloader_match {
+            self.matched.insert(meta.key.clone());
+        } else {
+            self.matched.remove(&meta.key);
+        }
+    }
+
+    /// Forgets what Reloader compatibility remembers of the deleted object `key`, except, with
+    /// `--reload-on-delete` after the first list, that it was deleted (and its `match` mark) when a
+    /// workload references it or scans its namespace.
+    pub(super) fn forget_reloader_marks(&mut self, key: &ConfigKey) {
+        self.created.remove(key);
+        self.unselected.remove(key);
+        let wanted = self.index.is_referenced(key) || self.scanning.contains_key(&key.namespace);
+        if self.ready && wanted && self.reloader.as_ref().is_some_and(|o| o.reload_on_delete) {
+            self.deleted.insert(key.clone());
+        } else {
+            self.matched.remove(key);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "reloader_compat_tests.rs"]
+mod tests;
