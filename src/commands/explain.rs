@@ -11,9 +11,9 @@
 //! the workload, its config, and the halts, which the cluster holds (failure records and rollout
 //! markers). It cannot read wave's memory: the hashes a workload carried (an undo is told by the pin
 //! wave set, not detected), what it last rolled (the rollout marker stands in), the flap breaker, the
-//! coalescer, the pacing line, `wave run`'s flags (`--rollout-deadline`, `--max-gate-duration` and
-//! `--min-rollout-interval` are taken at their defaults) and a halt kept only in memory (after the
-//! failed workload was undone or deleted). So `held` (flapping) and `queued` come from wave's last
+//! coalescer, the pacing line, a halt kept only in memory (after the failed workload was undone or
+//! deleted), and `wave run`'s flags (`--rollout-deadline` and `--max-gate-duration` are taken at their
+//! defaults). So `held` (flapping) and `queued` come from wave's last
 //! Event on the workload, and coalescing is not shown: a rollout inside its minimum interval reads as
 //! `rollout`.
 
