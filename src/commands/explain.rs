@@ -1,17 +1,34 @@
 //! `wave explain KIND/NAME`: what wave sees for one workload, and what it would do.
+//!
+//! ```text
+//! the workload, its references, their content ─┐
+//! the halts: the census of the workloads of    ├─► decide::decision ─► Decision::reason() + a sentence
+//!   the namespaces of its config (pace::census) │     a rollout ─► wave's last Event: held (flapping)
+//! no memory of wave's (with_command_memory) ───┘                 or queued (pacing line), if it says so
+//! ```
+//!
+//! It asks the same decision as the controller (`wave_core::decide`), from what a command can read:
+//! the workload, its config, and the halts, which the cluster holds (failure records and rollout
+//! markers). It cannot read wave's memory: the hashes a workload carried (an undo is told by the pin
+//! wave set, not detected), what it last rolled (the rollout marker stands in), the flap breaker, the
+//! coalescer, the pacing line, a halt kept only in memory (after the failed workload was undone or
+//! deleted), and `wave run`'s flags (`--rollout-deadline` and `--max-gate-duration` are taken at their
+//! defaults). So `held` (flapping) and `queued` come from wave's last
+//! Event on the workload, and coalescing is not shown: a rollout inside its minimum interval reads as
+//! `rollout`.
 
 use std::process::ExitCode;
 
+use wave_core::decide::{self, Decision, Hold, Situation, UndoAction};
 use wave_core::hash::{Fetched, Hashing, config_hash, missing_message};
 use wave_core::names::{self, reason};
-use wave_core::plan::{self, Plan};
+use wave_core::plan;
 use wave_core::refs::{self, CrossNamespace, Keys};
-use wave_core::undo::Pin;
 use wave_core::workload::Workload;
 use wave_runtime::api;
 use wave_runtime::config::SecretName;
 
-use super::{CommandError, cluster_error, workload_target};
+use super::{ClusterHalts, CommandError, cluster_error, with_command_memory};
 use crate::cli::{ClusterArgs, CrossNamespaceArg, HashKeySecretArg, OutputArg, ReloaderCompatArg};
 
 /// Flags of `wave explain`.
@@ -72,7 +89,9 @@ pub(crate) struct Assessment {
     pub current_hash: Option<String>,
     /// The hash wave would write.
     pub desired_hash: Option<String>,
-    /// `up-to-date`, `rollout-pending`, `waiting`, `held`, `queued`, `halted`, `pinned` or `ignored`.
+    /// The decision's reason (`wave_core::decide::Decision::reason`: `up-to-date`, `blocked`,
+    /// `rollout`, `write`, `halted`, `pinned`, ...), `held` or `queued` from wave's Events, or, when wave
+    /// decides nothing for it, `ignored`, `reloader` or `elsewhere`.
     pub status: &'static str,
     /// Why, in words.
     pub reason: String,
@@ -81,11 +100,8 @@ pub(crate) struct Assessment {
 /// Runs `wave explain`.
 pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
     let (client, ns) = super::client_in(&args.cluster, args.namespace.as_deref()).await?;
-    let id = workload_target(&args.target, &ns)?;
-    let workload = api::get_workload(&client, &id)
-        .await
-        .map_err(cluster_error(format!("reading {id}")))?
-        .ok_or_else(|| CommandError::NotFound(id.to_string()))?;
+    let workload = super::read_workload(&client, &args.target, &ns).await?;
+    let id = &workload.id;
     let hashing = hashing(&client, args.hash_key.hash_key_secret.as_ref()).await?;
     let a = assess(
         &client,
@@ -93,6 +109,7 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
         &hashing,
         args.cross_namespace.cross_namespace_references,
         args.reloader.reloader_compat,
+        &mut ClusterHalts::default(),
     )
     .await?;
     let e = Explanation {
@@ -111,13 +128,15 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
 }
 
 /// Assesses `workload` as `wave run` would (with its default `--max-gate-duration`), under `policy`
-/// for references to other namespaces and with `--reloader-compat` as `reloader_compat` says.
+/// for references to other namespaces and with `--reloader-compat` as `reloader_compat` says, with the
+/// halts on its config read through `halts` (see the module docs for what it cannot read).
 pub(crate) async fn assess(
     client: &kube::Client,
     workload: &Workload,
     hashing: &Hashing,
     policy: CrossNamespace,
     reloader_compat: bool,
+    halts: &mut ClusterHalts,
 ) -> Result<Assessment, CommandError> {
     // Show the references even when the workload is not opted in, so the opt-in can be checked.
     let refs = refs::discover(
@@ -173,32 +192,6 @@ pub(crate) async fn assess(
         }))
         .collect();
     let desired = config_hash(&workload.id.namespace, &refs, &fetched, hashing);
-    // Whether wave holds the rollout back: its last word on that is an Event (the controller's state is
-    // in its memory; the Events are what it tells the cluster). A later ConfigChanged or ConfigSettled
-    // ends what an earlier Event said.
-    let reasons = [
-        reason::CONFIG_FLAPPING,
-        reason::CONFIG_SETTLED,
-        reason::ROLLOUT_QUEUED,
-        reason::ROLLOUT_HALTED,
-        reason::CONFIG_CHANGED,
-    ];
-    let hold = api::wave_events(client, &workload.id, &reasons)
-        .await
-        .map_err(cluster_error(format!("reading the Events of {}", workload.id)))?
-        .pop()
-        .and_then(|e| {
-            let since = e.event_time.map(|t| t.0.to_string()).unwrap_or_default();
-            let note = e.note.unwrap_or_default();
-            match e.reason.as_deref() {
-                Some(reason::CONFIG_FLAPPING) => {
-                    Some(("held", format!("held: config flapping since {since}: {note}")))
-                }
-                Some(reason::ROLLOUT_QUEUED) => Some(("queued", format!("queued since {since}: {note}"))),
-                Some(reason::ROLLOUT_HALTED) => Some(("halted", format!("halted since {since}: {note}"))),
-                _ => None,
-            }
-        });
     let reloader = wave_core::reloader::selection(workload, &wave_core::reloader::Options::default());
     let (status, reason, desired_hash) = if let Some(deployment) = &workload.template_from {
         (
@@ -239,58 +232,29 @@ pub(crate) async fn assess(
             max_gate: super::DEFAULT_MAX_GATE,
             hashing: hashing.clone(),
         };
-        let pin = Pin::read(workload).filter(|p| p.holds(workload.current_hash(), &desired));
-        match plan::plan(workload, &refs, &fetched, &policy) {
-            Plan::Noop if pin.is_some() => (
-                "pinned",
-                format!(
-                    "the template went back to {} (an undo) and the config has not changed since; `wave unpin` rolls it to {desired}",
-                    workload.current_hash().unwrap_or_default()
-                ),
-                Some(desired),
-            ),
-            Plan::Noop => (
-                "up-to-date",
-                "the hash on the template matches the config".into(),
-                Some(desired),
-            ),
-            Plan::Blocked { missing, .. } => ("waiting", missing_message(&missing), None),
-            Plan::Write(w) if w.hash.is_some() && workload.current_hash().is_some() && hold.is_some() => {
-                let (status, why) = hold.unwrap_or_default();
-                (status, why, Some(desired))
-            }
-            Plan::Write(w) if w.hash.is_some() => (
-                "rollout-pending",
-                match workload.current_hash() {
-                    None => "the template has no hash yet".into(),
-                    Some(_) => "the config changed since the hash was written".into(),
-                },
-                Some(desired),
-            ),
-            Plan::Write(w) if w.mark_gated_at.is_some() => (
-                "waiting",
-                format!(
-                    "the scheduling gate {} has no start time; wave notes one, and releases the gate one --max-gate-duration later",
-                    names::SCHEDULING_GATE
-                ),
-                None,
-            ),
-            Plan::Write(w) if w.release_gate.is_some() => (
-                "rollout-pending",
-                format!("the scheduling gate {} is to be released", names::SCHEDULING_GATE),
-                Some(desired),
-            ),
-            Plan::Write(_) => (
-                "rollout-pending",
-                "scheduling gated by Wave is to be restored".into(),
-                Some(desired),
-            ),
-            Plan::DeleteHeldPods => (
-                "rollout-pending",
-                "pods held by the released scheduling gate are to be deleted".into(),
-                Some(desired),
-            ),
-        }
+        let namespaces = refs.keys().into_iter().map(|k| k.namespace);
+        let halts = halts.of(client, namespaces).await?;
+        let decision = with_command_memory(halts, |memory| {
+            decide::decision(&Situation {
+                workload,
+                refs: &refs,
+                fetched: &fetched,
+                policy: &policy,
+                memory: *memory,
+            })
+        });
+        // What the decision cannot know here (wave's memory), wave's last Event on it tells.
+        let told = match &decision {
+            Decision::Write { rollout: true, .. } => last_hold_event(client, workload).await?,
+            _ => None,
+        };
+        let (status, reason) = told.unwrap_or_else(|| explain(workload, &desired, &decision));
+        let desired_hash = match &decision {
+            Decision::Blocked { .. } => None,
+            Decision::Write { write, .. } if write.mark_gated_at.is_some() => None,
+            _ => Some(desired),
+        };
+        (status, reason, desired_hash)
     };
     Ok(Assessment {
         references,
@@ -299,6 +263,120 @@ pub(crate) async fn assess(
         status,
         reason,
     })
+}
+
+/// The decision's reason ([`Decision::reason`], or `pinned` for a pin that holds it where it is) and
+/// what it means, in a sentence, with the command that changes it.
+fn explain(workload: &Workload, desired: &str, decision: &Decision) -> (&'static str, String) {
+    let id = &workload.id;
+    let target = format!(
+        "{}/{} -n {}",
+        id.kind.as_str().to_lowercase(),
+        id.name,
+        id.namespace
+    );
+    let sentence = match decision {
+        Decision::Nothing { .. } => match decide::pinned(workload) {
+            Some(pin) => {
+                return (
+                    "pinned",
+                    format!(
+                        "the template went back to {} (an undo) and the config has not changed since; `wave unpin {target}` rolls it to {desired}",
+                        pin.hash
+                    ),
+                );
+            }
+            None => "the hash on the template matches the config".to_string(),
+        },
+        Decision::Blocked { missing, .. } => missing_message(missing),
+        Decision::DeleteHeldPods => "pods held by the released scheduling gate are to be deleted".to_string(),
+        Decision::Undo { pin, action } => {
+            let what = match action {
+                UndoAction::Restore => {
+                    "wave restores the config it ran then (undo: restore-config)".to_string()
+                }
+                UndoAction::Pin { refused: None } => "wave pins it there".to_string(),
+                UndoAction::Pin { refused: Some(why) } => {
+                    format!("wave pins it there, without restoring: {why}")
+                }
+            };
+            format!(
+                "the template went back to {} (an undo): {what}; `wave unpin {target}` rolls it to {desired}",
+                pin.hash
+            )
+        }
+        Decision::Hold(Hold::Halted(halt)) => {
+            let resume = halt.version.key().map_or_else(
+                || "`wave resume`".to_string(),
+                |k| format!("`wave resume {}/{} -n {}`", k.kind.as_str(), k.name, k.namespace),
+            );
+            format!(
+                "{}: wave rolls that version into no further workload, until the object changes again or {resume} releases it",
+                halt.describe()
+            )
+        }
+        Decision::Hold(Hold::Flapping { object, .. }) => {
+            format!("{object} is flapping: its final value rolls once it has been quiet long enough")
+        }
+        Decision::Hold(Hold::Coalesced(wait)) => {
+            format!("it rolled less than its minimum interval ago: it rolls in {wait:?}")
+        }
+        Decision::Hold(Hold::Paused) => {
+            "it is paused (`kubectl rollout pause`): it rolls when `kubectl rollout resume` resumes it"
+                .to_string()
+        }
+        Decision::Write { rollout: true, .. } => {
+            "the config changed since the hash was written: wave rolls it (pending)".to_string()
+        }
+        Decision::Write { write, .. } => match write {
+            w if w.mark_gated_at.is_some() => format!(
+                "the scheduling gate {} has no start time; wave notes one, and releases the gate one --max-gate-duration later",
+                names::SCHEDULING_GATE
+            ),
+            w if w.release_gate.is_some() => {
+                format!("the scheduling gate {} is to be released", names::SCHEDULING_GATE)
+            }
+            w if w.restore_scheduler.is_some() => "scheduling gated by Wave is to be restored".to_string(),
+            _ => "the template has no hash yet: wave writes the first one (not a rollout: nothing holds it)"
+                .to_string(),
+        },
+    };
+    (decision.reason(), sentence)
+}
+
+/// What wave's last Event on `workload` says holds its rollout, for what only the controller's memory
+/// knows: `held` while a config object it uses flaps, `queued` while it waits for a slot under
+/// `--max-concurrent-rollouts`. A later `ConfigChanged`, `ConfigSettled` or `RolloutHalted` ends what
+/// an earlier one said (a halt is the census's to tell, not an Event's).
+async fn last_hold_event(
+    client: &kube::Client,
+    workload: &Workload,
+) -> Result<Option<(&'static str, String)>, CommandError> {
+    let reasons = [
+        reason::CONFIG_FLAPPING,
+        reason::CONFIG_SETTLED,
+        reason::ROLLOUT_QUEUED,
+        reason::ROLLOUT_HALTED,
+        reason::CONFIG_CHANGED,
+    ];
+    let last = api::wave_events(client, &workload.id, &reasons)
+        .await
+        .map_err(cluster_error(format!("reading the Events of {}", workload.id)))?
+        .pop();
+    Ok(last.and_then(|e| {
+        let since = e.event_time.map(|t| t.0.to_string()).unwrap_or_default();
+        let note = e.note.unwrap_or_default();
+        match e.reason.as_deref() {
+            Some(reason::CONFIG_FLAPPING) => Some((
+                "held",
+                format!("held: config flapping since {since} (wave's Event): {note}"),
+            )),
+            Some(reason::ROLLOUT_QUEUED) => {
+                Some(("queued", format!("queued since {since} (wave's Event): {note}")))
+            }
+            _ => None,
+        }
+    }))
 }
 
 /// The hashing `wave run --hash-key-secret` uses, so that desired hashes match the controller's.

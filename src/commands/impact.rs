@@ -1,16 +1,20 @@
 //! `wave impact (configmap|secret)/NAME`: the opted-in workloads a change to that object would roll.
+//!
+//! Which ones a halt of the object holds is `wave_core::decide`'s rollout verdict, with the halts of the
+//! census of the workloads it lists and none of wave's memory (`super::with_command_memory`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 
+use wave_core::decide::{self, Hold, Verdict};
 use wave_core::hash::is_ignored;
 use wave_core::impact::{Impact, impact};
 use wave_core::names;
-use wave_core::pace::{self, Marker};
+use wave_core::pace::{self, Halt};
 use wave_core::workload::Workload;
 use wave_runtime::api;
 
-use super::{CommandError, cluster_error, config_target, halts_of, workloads_in};
+use super::{CommandError, census_halts, cluster_error, config_target, with_command_memory, workloads_in};
 use crate::cli::{ClusterArgs, CrossNamespaceArg, Output, OutputArg};
 
 /// Flags of `wave impact`.
@@ -68,15 +72,22 @@ pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
     }
     // Without -A, only the object's namespace is listed: what a user with a namespace's Role may see.
     let workloads = workloads_in(&client, (!args.all_namespaces).then_some(key.namespace.as_str())).await?;
-    let halts = halts_of(&workloads, &key);
+    let census = census_halts(&workloads);
     let object = pace::object_name(&key);
+    let halts: Vec<&Halt> = census.values().filter(|h| h.version.object == object).collect();
+    // Whether a halt holds `w` is the decision's to say: would a rollout of the halted version of the
+    // object into `w` (what it delivers, from its rollout marker) be held, with the census's halts?
     let halted = |w: &Workload| {
-        // A workload that already runs the halted version (or failed with it) is not held by it.
-        let runs = Marker::read(w).and_then(|m| m.config.get(&object).cloned());
-        halts
-            .iter()
-            .find(|(h, _)| h.failed != w.id && runs.as_deref() != Some(h.version.digest.as_str()))
-            .map(|(h, _)| format!("halted: {}", h.describe()))
+        with_command_memory(&census, |memory| {
+            halts.iter().find_map(|h| {
+                let versions = BTreeMap::from([(object.clone(), h.version.digest.clone())]);
+                let delivers = decide::delivered(w, &versions, memory.rolled);
+                match decide::rollout_verdict(w, None, &delivers, memory) {
+                    Verdict::Hold(Hold::Halted(h)) => Some(format!("halted: {}", h.describe())),
+                    _ => None,
+                }
+            })
+        })
     };
     let rows: Vec<Row> = workloads
         .iter()
@@ -98,7 +109,7 @@ pub async fn run(args: &ImpactArgs) -> Result<ExitCode, CommandError> {
         }
         Output::Table if rows.is_empty() => println!("No opted-in workload references {key}."),
         Output::Table => {
-            for (halt, _) in &halts {
+            for halt in &halts {
                 println!("halted: {}; run `wave resume` to release it", halt.describe());
             }
             let width = rows

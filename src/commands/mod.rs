@@ -17,10 +17,14 @@ pub mod resume;
 pub mod status;
 pub mod unpin;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use wave_core::pace::{self, Halt};
+use wave_core::coalesce::Coalescer;
+use wave_core::decide::Memory;
+use wave_core::flap::{FlapDetector, FlapPolicy};
+use wave_core::pace::{self, Halt, Version};
 use wave_core::refs::{ConfigKey, ConfigKind};
 use wave_core::workload::{Workload, WorkloadKind, WorkloadRef};
 use wave_runtime::api;
@@ -179,17 +183,22 @@ pub async fn workloads_in(
     Ok(workloads)
 }
 
-/// The halts of `key` in the cluster now (`wave_core::pace::census`, with `wave run`'s default
-/// `--rollout-deadline`).
-pub fn halts_of<'a>(workloads: &'a [Workload], key: &ConfigKey) -> Vec<(Halt, &'a Workload)> {
-    let census = pace::census(
+/// The halts the controller's census finds in `workloads` now (`wave_core::pace::census`, with `wave
+/// run`'s default `--rollout-deadline`). A failure halts only config in its workload's own namespace,
+/// so the workloads of a namespace give every halt on that namespace's config.
+pub fn census_halts<'a>(workloads: impl IntoIterator<Item = &'a Workload>) -> BTreeMap<Version, Halt> {
+    pace::census(
         workloads,
         pace::DEFAULT_ROLLOUT_DEADLINE,
         k8s_openapi::jiff::Timestamp::now(),
-    );
+    )
+    .halts
+}
+
+/// The halts of `key` in the cluster now ([`census_halts`]), each with the workload it failed on.
+pub fn halts_of<'a>(workloads: &'a [Workload], key: &ConfigKey) -> Vec<(Halt, &'a Workload)> {
     let object = pace::object_name(key);
-    census
-        .halts
+    census_halts(workloads)
         .into_values()
         .filter(|h| h.version.object == object)
         .filter_map(|h| {
@@ -197,6 +206,76 @@ pub fn halts_of<'a>(workloads: &'a [Workload], key: &ConfigKey) -> Vec<(Halt, &'
             Some((h, failed))
         })
         .collect()
+}
+
+/// The halts on the config of the namespaces asked for so far ([`census_halts`]), listing each
+/// namespace's workloads once (`wave status` asks for many workloads').
+#[derive(Debug, Default)]
+pub struct ClusterHalts {
+    /// Every namespace is listed.
+    everywhere: bool,
+    listed: BTreeSet<String>,
+    workloads: Vec<Workload>,
+    halts: BTreeMap<Version, Halt>,
+}
+
+impl ClusterHalts {
+    /// From `workloads` already listed in `namespace` (`None`: in every namespace).
+    pub fn listed(workloads: Vec<Workload>, namespace: Option<&str>) -> Self {
+        let halts = census_halts(&workloads);
+        Self {
+            everywhere: namespace.is_none(),
+            listed: namespace.into_iter().map(str::to_string).collect(),
+            workloads,
+            halts,
+        }
+    }
+
+    /// The halts on config in `namespaces` (and in those listed before), listing the workloads of
+    /// each one not listed yet.
+    pub async fn of(
+        &mut self,
+        client: &kube::Client,
+        namespaces: impl IntoIterator<Item = String>,
+    ) -> Result<&BTreeMap<Version, Halt>, CommandError> {
+        let mut more = false;
+        for ns in namespaces {
+            if self.everywhere || self.listed.contains(&ns) {
+                continue;
+            }
+            self.workloads.extend(workloads_in(client, Some(&ns)).await?);
+            self.listed.insert(ns);
+            more = true;
+        }
+        if more {
+            self.halts = census_halts(&self.workloads);
+        }
+        Ok(&self.halts)
+    }
+}
+
+/// Runs `f` with what a command can know of wave's memory ([`wave_core::decide::Memory`]), which lives
+/// in the controller's process only:
+/// - the halts: `halts`, from the cluster's census ([`census_halts`]), as the controller takes it (less
+///   a halt only its memory keeps, after the failed workload was undone or deleted);
+/// - not the hashes a workload carried: no undo is detected (a pin wave set is on the workload, and
+///   the plan reads it);
+/// - not what it last rolled: its rollout marker stands in (none without pacing: every version counts
+///   as delivered);
+/// - no flap breaker and no coalescer: they never hold here. `wave explain` reads wave's last Events
+///   for flapping (and for the pacing line, which comes after the decision); coalescing tells no Event.
+pub fn with_command_memory<R>(halts: &BTreeMap<Version, Halt>, f: impl FnOnce(&Memory<'_>) -> R) -> R {
+    let flaps = FlapDetector::new(FlapPolicy::DEFAULT);
+    let coalescer = Coalescer::default();
+    f(&Memory {
+        carried: &[],
+        rolled: None,
+        flaps: &flaps,
+        coalescer: &coalescer,
+        min_interval: Duration::ZERO,
+        halts,
+        now: Instant::now(),
+    })
 }
 
 /// The workload `kind/name` names in `namespace`.

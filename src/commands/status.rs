@@ -1,5 +1,6 @@
 //! `wave status [KIND/NAME] [-n NS | -A]`: every opted-in workload with its current and desired hash,
-//! its state and why (the same assessment as `wave explain`), how its rollout is doing, the pin an undo
+//! its state and why (the same assessment as `wave explain`: `wave_core::decide`'s decision, with the
+//! halts of the census of the workloads it lists), how its rollout is doing, the pin an undo
 //! left, and whether it keeps config history.
 
 use std::process::ExitCode;
@@ -12,7 +13,7 @@ use wave_core::undo::Pin;
 use wave_core::workload::Workload;
 
 use super::explain::{assess, hashing};
-use super::{CommandError, read_workload, workloads_in};
+use super::{ClusterHalts, CommandError, read_workload, workloads_in};
 use crate::cli::{ClusterArgs, CrossNamespaceArg, HashKeySecretArg, OutputArg, ReloaderCompatArg};
 
 /// Flags of `wave status`.
@@ -48,7 +49,8 @@ struct StatusView {
     workload: String,
     current_hash: Option<String>,
     desired_hash: Option<String>,
-    /// `explain`'s status: up-to-date, rollout-pending, waiting, held, queued, halted, pinned.
+    /// `explain`'s status: the decision's reason (up-to-date, blocked, rollout, write, halted, pinned,
+    /// ...), or held or queued from wave's Events.
     state: &'static str,
     why: String,
     rollout: String,
@@ -69,13 +71,18 @@ fn rollout_state(w: &Workload, now: Timestamp) -> String {
 /// Runs `wave status`.
 pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
     let (client, ns) = super::client_in(&args.cluster, args.namespace.as_deref()).await?;
-    let workloads = match &args.target {
-        Some(target) => vec![read_workload(&client, target, &ns).await?],
-        None => workloads_in(&client, (!args.all_namespaces).then_some(ns.as_str()))
-            .await?
-            .into_iter()
-            .filter(Workload::is_opted_in)
-            .collect(),
+    // The halts come from the census of every workload listed, opted in or not (`explain`).
+    let (workloads, mut halts) = match &args.target {
+        Some(target) => (
+            vec![read_workload(&client, target, &ns).await?],
+            ClusterHalts::default(),
+        ),
+        None => {
+            let place = (!args.all_namespaces).then_some(ns.as_str());
+            let all = workloads_in(&client, place).await?;
+            let opted_in = all.iter().filter(|w| w.is_opted_in()).cloned().collect();
+            (opted_in, ClusterHalts::listed(all, place))
+        }
     };
     let hashing = hashing(&client, args.hash_key.hash_key_secret.as_ref()).await?;
     let now = Timestamp::now();
@@ -87,6 +94,7 @@ pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
             &hashing,
             args.cross_namespace.cross_namespace_references,
             args.reloader.reloader_compat,
+            &mut halts,
         )
         .await?;
         views.push(StatusView {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use wave_core::undo::{self, Pin};
 use wave_runtime::api;
 
-use super::{CommandError, cluster_error, workload_target};
+use super::{CommandError, cluster_error};
 use crate::cli::ClusterArgs;
 
 /// Flags of `wave unpin`.
@@ -25,16 +25,13 @@ pub struct UnpinArgs {
 /// Runs `wave unpin`.
 pub async fn run(args: &UnpinArgs) -> Result<ExitCode, CommandError> {
     let (client, ns) = super::client_in(&args.cluster, args.namespace.as_deref()).await?;
-    let id = workload_target(&args.target, &ns)?;
-    let workload = api::get_workload(&client, &id)
-        .await
-        .map_err(cluster_error(format!("reading {id}")))?
-        .ok_or_else(|| CommandError::NotFound(id.to_string()))?;
+    let workload = super::read_workload(&client, &args.target, &ns).await?;
+    let id = &workload.id;
     let Some(pin) = Pin::read(&workload) else {
         println!("{id} is not pinned.");
         return Ok(ExitCode::SUCCESS);
     };
-    api::patch_workload(&client, &id, &undo::unpin_patch())
+    api::patch_workload(&client, id, &undo::unpin_patch())
         .await
         .map_err(cluster_error(format!("unpinning {id}")))?;
     println!(

@@ -136,7 +136,7 @@ async fn explain_shows_references_hashes_and_a_pending_rollout() {
     patch_configmap(&client, &ns, "cfg", json!({"data": {"a": "changed"}})).await;
     let (_, out, _) = wave_cli(&["explain", "deploy/keyed", "-n", &ns, "-o", "json"]);
     let e: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(e["status"], "rollout-pending", "{out}");
+    assert_eq!(e["status"], "rollout", "{out}");
     assert_ne!(e["desired_hash"], e["current_hash"]);
     let (code, table, _) = wave_cli(&["explain", "deployment/keyed", "-n", &ns]);
     assert_eq!(code, 0);
@@ -144,7 +144,7 @@ async fn explain_shows_references_hashes_and_a_pending_rollout() {
         table.contains(&format!("configmap {ns}/not-there")) && table.contains("optional"),
         "{table}"
     );
-    assert!(table.contains("Status: rollout-pending"), "{table}");
+    assert!(table.contains("Status: rollout: "), "{table}");
     let (code, _, err) = wave_cli(&["explain", "deployment/absent", "-n", &ns]);
     assert_eq!(code, 3, "a missing workload exits 3");
     assert!(err.contains("not found"), "{err}");

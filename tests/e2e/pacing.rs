@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use kube::Api;
 use kube::api::{DynamicObject, ListParams};
 use serde_json::{Value, json};
 use testenv::{cluster, wait_for};
@@ -380,6 +381,85 @@ async fn wave_resume_releases_a_halt_by_hand() {
     let (code, out, _) = run_wave(&["resume", "secret/none", "-n", &ns], Some(&kubeconfig));
     assert_eq!(code, 0);
     assert!(out.contains("No halted rollout"), "{out}");
+}
+
+#[tokio::test]
+async fn explain_status_and_impact_report_the_halt_the_controller_holds_a_workload_for_from_the_cluster_not_its_events()
+ {
+    let (client, ns, wave, bad) = three_halted("explain-halt").await;
+    let all = list(&client, &ns).await;
+    let failed = all
+        .iter()
+        .find(|d| hash(d) == Some(bad.as_str()))
+        .and_then(|d| d.metadata.name.clone())
+        .expect("the rollout that failed");
+    let held: Vec<String> = names(3).into_iter().filter(|n| *n != failed).collect();
+    // The controller's reason: each held workload is told which workload the version failed on.
+    for name in &held {
+        let what = format!("{name}'s RolloutHalted Event");
+        let (_, _, note) = wait_event(&client, &ns, name, &what, |(_, r, _)| r == "RolloutHalted").await;
+        assert!(note.contains(&failed), "the Event names {failed}: {note}");
+    }
+    // The commands read the halt from the cluster, as the controller does, not from those Events.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    events
+        .delete_collection(&Default::default(), &Default::default())
+        .await
+        .unwrap();
+    wait_for("the RolloutHalted Events gone", PROPAGATION, || async {
+        for name in &held {
+            let events = events_for(&client, &ns, name).await;
+            if events.iter().any(|(_, r, _)| r == "RolloutHalted") {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+
+    let kubeconfig = cluster().kubeconfig();
+    for name in &held {
+        let target = format!("deployment/{name}");
+        let (code, out, err) = run_wave(&["explain", &target, "-n", &ns, "-o", "json"], Some(&kubeconfig));
+        assert_eq!(code, 0, "{err}");
+        let e: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(e["status"], "halted", "{out}");
+        let why = e["reason"].as_str().unwrap();
+        assert!(
+            why.contains(&format!("failed on Deployment {ns}/{failed}"))
+                && why.contains(&format!("wave resume configmap/cfg -n {ns}")),
+            "names the halt and how to release it: {why}"
+        );
+    }
+    let (code, out, err) = run_wave(&["status", "-n", &ns, "-o", "json"], Some(&kubeconfig));
+    assert_eq!(code, 0, "{err}");
+    let states: Vec<Value> = serde_json::from_str(&out).unwrap();
+    for s in &states {
+        let name = s["workload"].as_str().unwrap().rsplit('/').next().unwrap();
+        let halted = held.iter().any(|h| h == name);
+        assert_eq!(s["state"] == "halted", halted, "{name}: {out}");
+    }
+    let (code, out, err) = run_wave(
+        &["impact", "configmap/cfg", "-n", &ns, "-o", "json"],
+        Some(&kubeconfig),
+    );
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.len(), 3, "{out}");
+    for r in &rows {
+        let name = r["workload"].as_str().unwrap().rsplit('/').next().unwrap();
+        let holds = r["halted"].as_str().is_some_and(|h| h.contains(&failed));
+        assert_eq!(
+            holds,
+            *name != failed,
+            "{name}: the halt holds every workload but the one it failed on: {out}"
+        );
+    }
+    assert_eq!(
+        wave.metric("wave_rollouts_halted", &[]),
+        2.0,
+        "the controller holds them still"
+    );
 }
 
 /// Creates an opted-in Deployment `name` using ConfigMap `other` and waits for its hash: a sentinel that

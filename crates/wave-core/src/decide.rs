@@ -14,10 +14,11 @@
 //!                                                 `pace::Pacer`, the one stateful step after this)
 //! ```
 //!
-//! The controller calls [`decision`]; the webhook on UPDATE and the Reloader path call
-//! [`rollout_verdict`] (their own plans are `admission::decide` and `reloader::plan`). They differ only
-//! in what they can read: a webhook replica that does not lead knows nothing of coalescing, say.
-//! (`wave explain` still reads wave's Events for holds; moving it onto [`decide`] is to come.) The order is the
+//! The controller, `wave explain` and `wave status` call [`decision`]; the webhook on UPDATE, the
+//! Reloader path and `wave impact` call [`rollout_verdict`] (their own plans are `admission::decide` and
+//! `reloader::plan`). They differ only in what they can read: a webhook replica that does not lead knows
+//! nothing of coalescing, say, and the commands know nothing of wave's memory (the halts they read from
+//! the cluster's census; flapping and the pacing line from wave's Events). The order is the
 //! rule: a user's undo first (wave never fights it), then a halt (a version that failed reaches no
 //! further workload, whatever else holds it), then flapping, then coalescing, and only a rollout that
 //! may roll now asks pacing for a slot.
@@ -144,8 +145,7 @@ pub fn decision(s: &Situation<'_>) -> Decision {
     let hashing = &s.policy.hashing;
     let write = match plan::plan(w, s.refs, s.fetched, s.policy) {
         Plan::Noop => {
-            let pinned = Pin::read(w).is_some_and(|p| Some(p.hash.as_str()) == w.current_hash());
-            let rolled = (!pinned && w.current_hash().is_some())
+            let rolled = (pinned(w).is_none() && w.current_hash().is_some())
                 .then(|| Rolled::of(&pace::versions(s.refs, s.fetched, hashing)));
             return Decision::Nothing { rolled };
         }
@@ -183,6 +183,13 @@ pub fn decision(s: &Situation<'_>) -> Decision {
         rollout,
         versions,
     }
+}
+
+/// The pin that keeps `workload` where it is when [`decision`] finds nothing to write: its template is
+/// still on the pinned hash (and the config unchanged since, or the plan would write). `wave explain`
+/// says `pinned` for such a workload.
+pub fn pinned(workload: &Workload) -> Option<Pin> {
+    Pin::read(workload).filter(|p| Some(p.hash.as_str()) == workload.current_hash())
 }
 
 /// Whether `write` rolls the workload because its config changed: a new hash on a workload that had
@@ -429,6 +436,7 @@ pub fn undo_action(pin: &Pin, restores_config: bool, carried: &[u64]) -> UndoAct
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
+    use crate::names;
     use crate::refs::ConfigKind;
     use crate::workload::WorkloadKind;
 
@@ -602,6 +610,18 @@ mod tests {
         let rolled = Rolled::of(&before);
         assert_eq!(objects(Previous::Rolled(&rolled)), changed);
         assert_eq!(objects(Previous::Unknown).len(), 3);
+    }
+
+    #[test]
+    fn a_pin_keeps_a_workload_only_while_its_template_is_on_the_pinned_hash() {
+        let pins = [(names::PINNED_HASH, "h1"), (names::PINNED_CONFIG, "h2")];
+        let mut w =
+            crate::workload::testing::deployment("ns", "w", &pins, serde_json::json!({"containers": []}));
+        assert_eq!(pinned(&w), None, "no hash on the template");
+        w.template.set_annotation(names::CONFIG_HASH, "h1");
+        assert_eq!(pinned(&w).map(|p| p.hash), Some("h1".to_string()));
+        w.template.set_annotation(names::CONFIG_HASH, "h3");
+        assert_eq!(pinned(&w), None, "the template moved on");
     }
 
     #[test]
