@@ -138,8 +138,8 @@ impl Decision {
     }
 }
 
-/// The one decision for one workload (see the module docs). `restores_config` is the workload's
-/// `undo: restore-config` (`history::restores_config`).
+/// The one decision for one workload (see the module docs). An undo restores config when the workload
+/// asks for it (`undo: restore-config`, `history::restores_config`) and [`undo_action`] allows it.
 pub fn decision(s: &Situation<'_>) -> Decision {
     let w = s.workload;
     let hashing = &s.policy.hashing;
