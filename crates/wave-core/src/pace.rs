@@ -1314,12 +1314,14 @@ mod tests {
     /// namespace than most workloads).
     const OBJECTS: [&str; 3] = ["ConfigMap/ns/a", "Secret/ns/b", "ConfigMap/other/c"];
 
+    /// A generated marker: its hash, how long before now it was written, each object's digest (0: not
+    /// in its config), which objects it delivers (a bit each), the generation it records.
+    type GeneratedMarker = (u8, u64, [u8; 3], u8, Option<i64>);
+
     /// One generated state of a workload: what the census reads of it.
     #[derive(Clone, Debug)]
     struct Spec {
-        /// The marker: its hash, how long before now it was written, each object's digest (0: not in
-        /// its config), which objects it delivers (a bit each), the generation it records.
-        marker: Option<(u8, u64, [u8; 3], u8, Option<i64>)>,
+        marker: Option<GeneratedMarker>,
         /// The hash on its template.
         template: Option<u8>,
         /// A failure record: its hash, what it delivered (a bit per object), why.
@@ -1579,7 +1581,7 @@ mod tests {
         let later = end.checked_add(Duration::from_secs(1)).unwrap();
         let (c, changes) = p.look(lookup, DEFAULT_ROLLOUT_DEADLINE, later);
         assert!(c.rolling.is_empty() && c.next_deadline.is_none());
-        assert_eq!(changes.to_record, [w.id.clone()]);
+        assert_eq!(changes.to_record, std::slice::from_ref(&w.id));
         assert_eq!(changes.new.len(), 1, "its version is halted");
     }
 

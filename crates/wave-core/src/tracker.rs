@@ -191,6 +191,10 @@ pub struct Effects {
     pub deleted: Vec<WorkloadRef>,
     /// Workloads whose rollout progress, hash or annotations changed: what paced rollouts wait for.
     pub progressed: Vec<WorkloadRef>,
+    /// Workloads that appeared, went away, or changed in what pacing's census reads (status, hash,
+    /// generation, annotations), opted in or not, before the first list too: the census takes in
+    /// each one (`pace::Pacer::observe`) instead of reading every workload again.
+    pub observed: Vec<WorkloadRef>,
     /// The tracker just became ready (every scope listed once).
     pub became_ready: bool,
 }
@@ -634,6 +638,9 @@ impl Tracker {
         if self.ready && progressed && w.is_opted_in() {
             fx.progressed.push(w.id.clone());
         }
+        if progressed || !self.workloads.contains_key(&w.id) {
+            fx.observed.push(w.id.clone());
+        }
         if enqueue {
             fx.enqueue.push(w.id.clone());
         }
@@ -699,6 +706,7 @@ impl Tracker {
         if let Some(gone) = self.workloads.remove(id) {
             fx.deleted.push(id.clone());
             fx.progressed.push(id.clone());
+            fx.observed.push(id.clone());
             if let Some(deployment) = adoption(&gone) {
                 self.adopt(id, Some(deployment), None, fx);
             }
@@ -1234,6 +1242,30 @@ mod tests {
         assert!(fx.enqueue.is_empty(), "status alone wakes no reconcile");
         let fx = t.apply(Change::Workload(scope(DEPLOYMENTS), Event::Delete(w.clone())));
         assert_eq!(fx.progressed, [w.id], "a deleted workload frees its slot");
+    }
+
+    #[test]
+    fn every_workload_that_appears_changes_for_the_census_or_goes_is_observed_opted_in_or_not() {
+        let mut t = Tracker::new(&WorkloadKind::BUILT_IN, None);
+        let deployments = scope(DEPLOYMENTS);
+        t.apply(Change::Workload(deployments.clone(), Event::Init));
+        let mut w = uses_cm("a", "x");
+        let fx = t.apply(Change::Workload(deployments.clone(), Event::InitApply(w.clone())));
+        assert_eq!(fx.observed, [w.id.clone()], "before the first list too");
+        w.resource_version = "2".into();
+        let fx = t.apply(Change::Workload(deployments.clone(), Event::Apply(w.clone())));
+        assert!(fx.observed.is_empty(), "nothing the census reads changed");
+        w.annotations.remove(names::UPDATE_ON_CONFIG_CHANGE);
+        w.annotations.insert(names::ROLLOUT_FAILED.into(), "{}".into());
+        let fx = t.apply(Change::Workload(deployments.clone(), Event::Apply(w.clone())));
+        assert!(fx.progressed.is_empty());
+        assert_eq!(
+            fx.observed,
+            [w.id.clone()],
+            "opted out, it still counts in the census"
+        );
+        let fx = t.apply(Change::Workload(deployments, Event::Delete(w.clone())));
+        assert_eq!(fx.observed, [w.id]);
     }
 
     #[test]
