@@ -10,7 +10,8 @@
 //!   ─► S11 apiserver restarts, last ─► testenv down
 //! then S9, wave alone: the chaos soak (bench/src/scenarios/chaos.rs); M1 (switching from Reloader,
 //! bench/src/scenarios/from_reloader.rs) with --reloader-migration-only; M2 (switching from Wave) with
-//! --migration-only; H1 (the cost of config history, bench/src/scenarios/history.rs) with --history-only
+//! --migration-only; H1 (the cost of config history, bench/src/scenarios/history.rs) with --history-only;
+//! S12 (pacing at scale, bench/src/scenarios/pacing.rs) with --pacing-scale-only
 //! then: bench/results/<date>-<commit>.json (every round's raw figures, the median/min/max of each, the
 //! versions), latest.json and a PNG chart for a full run with both peers, and the table printed
 //! ```
@@ -116,6 +117,20 @@ pub struct Args {
     /// S10: the idle window for steady RSS at each size, in seconds.
     #[arg(long, default_value_t = 120)]
     pub scale_idle_seconds: u64,
+    /// Run only S12, pacing at scale (wave alone: one change to a ConfigMap each of --pacing-fanouts
+    /// Deployments use, among --pacing-total); the figures are printed and written to
+    /// `<out>/pacing-scale.json`.
+    #[arg(long)]
+    pub pacing_scale_only: bool,
+    /// S12: Deployments in all, the fan-out among them.
+    #[arg(long, default_value_t = 20_000)]
+    pub pacing_total: usize,
+    /// S12: the fan-outs, smallest first, each on a control plane of its own.
+    #[arg(long, value_delimiter = ',', default_value = "500,2000,5000")]
+    pub pacing_fanouts: Vec<usize>,
+    /// S12: wave's --max-concurrent-rollouts.
+    #[arg(long, default_value_t = 50)]
+    pub pacing_limit: usize,
     /// Run only L1–L13, Stakater Reloader's load-test scenarios, for every controller; the figures are
     /// printed and written to `<out>/loadtest.json`.
     #[arg(long)]
@@ -204,6 +219,10 @@ impl Args {
             self.scale_sizes = vec!["10:20".into(), "20:40".into()];
             self.scale_updates = 4;
             self.scale_idle_seconds = 4;
+            self.pacing_total = 200;
+            self.pacing_fanouts = vec![50];
+            // Fewer slots than the fan-out, so that the line is used.
+            self.pacing_limit = 10;
             self.loadtest_seconds = 1;
         }
         if self.safety_only {
@@ -257,6 +276,13 @@ fn sizes(args: &Args) -> scenarios::Sizes {
             namespaces: args.namespaces,
             limits,
         },
+        pacing: scenarios::pacing::Sizes {
+            total: args.pacing_total,
+            fanouts: args.pacing_fanouts.clone(),
+            limit: args.pacing_limit,
+            namespaces: args.namespaces,
+            limits,
+        },
         loadtest: scenarios::loadtest::Sizes {
             seconds: args.loadtest_seconds,
             namespaces: args.namespaces,
@@ -295,6 +321,7 @@ fn alone(args: &Args) -> Vec<(&'static str, &'static str)> {
         (args.reloader_migration_only, "--reloader-migration-only", "M1"),
         (args.history_only, "--history-only", "H1"),
         (args.scale_only, "--scale-only", "S10"),
+        (args.pacing_scale_only, "--pacing-scale-only", "S12"),
         (args.loadtest_only, "--loadtest-only", "L1-L13"),
     ]
     .into_iter()
@@ -483,8 +510,8 @@ async fn main() {
             eprintln!("smoke failed: {e}");
             std::process::exit(1);
         }
-        // L1–L13 for a few seconds each (wave ends every workload current), and S10 at tiny sizes, so
-        // that the scale curve's code runs in CI too.
+        // L1–L13 for a few seconds each (wave ends every workload current), and S10 and S12 at tiny
+        // sizes, so that their code runs in CI too.
         for scenario in REGISTRY {
             let Run::Own {
                 run,

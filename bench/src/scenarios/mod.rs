@@ -6,7 +6,7 @@
 //! REGISTRY, in order:
 //!   steps of every controller's round, on the round's control plane (round.rs): S4 startup, S1 + S3,
 //!     S6, S7, S8, the defaults pass, S2 + S5 + S4 idle, S11
-//!   then on control planes of their own: S9 (after the rounds), L1-L13 and S10 (alone with their
+//!   then on control planes of their own: S9 (after the rounds), L1-L13, S10 and S12 (alone with their
 //!     --*-only flag, and after the report under --smoke), H1, M1, M2 (alone with their flag)
 //! ```
 //!
@@ -23,6 +23,7 @@ pub mod latency;
 pub mod loadtest;
 pub mod memory;
 pub mod migration;
+pub mod pacing;
 pub mod round;
 pub mod scale;
 
@@ -36,7 +37,7 @@ pub use round::{ControllerResult, DefaultsPass};
 
 /// One scenario of the benchmark.
 pub struct Scenario {
-    /// Its name in docs/benchmarks.md and in the results (`S1` … `S11`, `L1-L13`, `H1`, `M1`, `M2`).
+    /// Its name in docs/benchmarks.md and in the results (`S1` … `S12`, `L1-L13`, `H1`, `M1`, `M2`).
     pub id: &'static str,
     /// What it measures, in a few words (printed as it starts, when it runs on control planes of its
     /// own, except S9, which prints its own line with its length).
@@ -93,6 +94,7 @@ pub struct Sizes {
     pub round: round::Sizes,
     pub chaos: chaos::Sizes,
     pub scale: scale::Sizes,
+    pub pacing: pacing::Sizes,
     pub loadtest: loadtest::Sizes,
     pub history: history::Sizes,
 }
@@ -102,6 +104,7 @@ pub enum Figures {
     /// S9; `None` when `--chaos-seconds 0` skipped it.
     Chaos(Option<chaos::ChaosResult>),
     Scale(scale::ScaleResult),
+    PacingScale(pacing::PacingScale),
     /// Per controller, in run order.
     Loadtest(Vec<(String, loadtest::LoadResult)>),
     History(history::HistoryCost),
@@ -115,6 +118,7 @@ impl Figures {
         let text = match self {
             Figures::Chaos(c) => serde_json::to_string_pretty(c),
             Figures::Scale(s) => serde_json::to_string_pretty(s),
+            Figures::PacingScale(p) => serde_json::to_string_pretty(p),
             Figures::Loadtest(l) => serde_json::to_string_pretty(l),
             Figures::History(h) => serde_json::to_string_pretty(h),
             Figures::FromReloader(m) => serde_json::to_string_pretty(m),
@@ -127,6 +131,7 @@ impl Figures {
     pub fn markdown(&self) -> Option<String> {
         match self {
             Figures::Scale(s) => Some(s.markdown()),
+            Figures::PacingScale(p) => Some(p.markdown()),
             Figures::Loadtest(l) => {
                 let named: Vec<(&str, loadtest::LoadResult)> =
                     l.iter().map(|(n, r)| (n.as_str(), r.clone())).collect();
@@ -151,6 +156,7 @@ impl Figures {
         match self {
             Figures::Loadtest(l) => loadtest::smoke_check(l),
             Figures::Scale(s) => s.smoke_check(),
+            Figures::PacingScale(p) => p.smoke_check(),
             _ => Ok(()),
         }
     }
@@ -256,6 +262,18 @@ pub static REGISTRY: &[Scenario] = &[
         },
     },
     Scenario {
+        id: "S12",
+        measures: "pacing at scale: one change to a ConfigMap a fan-out of the S10 size uses, paced",
+        run: Run::Own {
+            run: pacing::run_registered,
+            when: When::Alone {
+                file: "pacing-scale.json",
+                smoke: true,
+            },
+            needs: Some((&["wave"], "wave's binary: set WAVE_BIN")),
+        },
+    },
+    Scenario {
         id: "H1",
         measures: "config history at the S1 size",
         run: Run::Own {
@@ -358,6 +376,6 @@ mod tests {
         let n = files.len();
         files.sort_unstable();
         files.dedup();
-        assert_eq!((n, files.len()), (5, 5));
+        assert_eq!((n, files.len()), (6, 6));
     }
 }

@@ -16,6 +16,7 @@
 //! only holds the order of the waiting workloads (rebuilt, in a new order, by the startup reconcile)
 //! and the rollouts just admitted that the watch has not shown yet.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
@@ -283,7 +284,9 @@ pub fn rollout_state(w: &Workload, default_deadline: Duration, now: Timestamp) -
 }
 
 /// Reads the census from `workloads`: each one whose marker names its current hash is a wave rollout,
-/// and its own status says whether that rollout is in progress, failed or complete.
+/// and its own status says whether that rollout is in progress, failed or complete. (`wave resume` and
+/// tests read it whole; `wave run`'s [`Pacer`] keeps the same census up to date one workload at a time:
+/// [`Pacer::observe`].)
 pub fn census<'a>(
     workloads: impl IntoIterator<Item = &'a Workload>,
     default_deadline: Duration,
@@ -291,41 +294,83 @@ pub fn census<'a>(
 ) -> Census {
     let mut c = Census::default();
     for w in workloads {
+        let share = Share::of(w, default_deadline, now);
+        if share.rolling {
+            c.rolling.insert(w.id.clone());
+        }
+        if let Some(end) = share.deadline {
+            c.next_deadline = Some(c.next_deadline.map_or(end, |d| d.min(end)));
+        }
+        if share.unrecorded {
+            c.unrecorded.insert(w.id.clone());
+        }
+        if let Some(why) = share.failed {
+            c.failed.insert(w.id.clone(), why);
+        }
+        c.released.extend(share.released);
+        for (version, why) in share.halts {
+            c.halts.entry(version.clone()).or_insert_with(|| Halt {
+                version,
+                failed: w.id.clone(),
+                why,
+            });
+        }
+    }
+    c
+}
+
+/// One workload's part in the census: what [`census`] adds for it. The whole rule is here, so the
+/// census read at once and the one kept up to date ([`Tally`]) cannot disagree.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Share {
+    /// Its wave rollout is in progress.
+    rolling: bool,
+    /// A rolling StatefulSet or DaemonSet: when it passes its deadline (it then fails with no event to
+    /// say so: the only part of a share that time alone changes).
+    deadline: Option<Timestamp>,
+    /// Its wave rollout failed (now, or as recorded): why.
+    failed: Option<String>,
+    /// Its current rollout failed and the failure is not recorded on it yet.
+    unrecorded: bool,
+    /// The versions its failures halt, with why (the first failure naming a version tells).
+    halts: BTreeMap<Version, String>,
+    /// The versions whose failure on it `wave resume` released.
+    released: BTreeSet<Version>,
+}
+
+impl Share {
+    fn of(w: &Workload, default_deadline: Duration, now: Timestamp) -> Self {
+        let mut share = Self::default();
         // A failure wave recorded stays one, whatever the workload's status, template or marker says
         // now: a halt ends only with a new change or `wave resume`.
         let recorded = Failure::read(w);
         if let Some(f) = &recorded {
             let released = w.annotations.get(names::HALT_RELEASED) == Some(&f.hash);
-            c.add_failure(w, f.versions(), &f.why, released);
+            share.add_failure(w, f.versions(), &f.why, released);
         }
         let Some(marker) = Marker::read(w).filter(|m| m.is_current(w)) else {
-            continue;
+            return share;
         };
         let (limit, _) = deadline(w, default_deadline);
         let started = marker.started();
         match rollout::state(w.id.kind, w.generation, &w.progress, started, limit, now) {
             State::Complete | State::Paused => {}
             State::Progressing => {
-                c.rolling.insert(w.id.clone());
-                if w.id.kind != WorkloadKind::DEPLOYMENT
-                    && let Some(end) = started.and_then(|s| s.checked_add(limit).ok())
-                {
-                    c.next_deadline = Some(c.next_deadline.map_or(end, |d| d.min(end)));
+                share.rolling = true;
+                if w.id.kind != WorkloadKind::DEPLOYMENT {
+                    share.deadline = started.and_then(|s| s.checked_add(limit).ok());
                 }
             }
             State::Failed(why) => {
-                if recorded.as_ref().is_none_or(|f| f.hash != marker.hash) && marker.is_own_generation(w) {
-                    c.unrecorded.insert(w.id.clone());
-                }
+                share.unrecorded =
+                    recorded.as_ref().is_none_or(|f| f.hash != marker.hash) && marker.is_own_generation(w);
                 let released = w.annotations.get(names::HALT_RELEASED) == Some(&marker.hash);
-                c.add_failure(w, marker.delivers().into_iter(), &why, released);
+                share.add_failure(w, marker.delivers().into_iter(), &why, released);
             }
         }
+        share
     }
-    c
-}
 
-impl Census {
     /// `w`'s rollout delivering `versions` failed: it goes first in line, and, unless released, those
     /// versions are halted.
     fn add_failure(
@@ -344,14 +389,158 @@ impl Census {
             self.released.extend(versions);
         } else {
             for version in versions {
-                self.halts.entry(version.clone()).or_insert_with(|| Halt {
-                    version,
-                    failed: w.id.clone(),
-                    why: why.to_string(),
-                });
+                self.halts.entry(version).or_insert_with(|| why.to_string());
             }
         }
-        self.failed.insert(w.id.clone(), why.to_string());
+        self.failed = Some(why.to_string());
+    }
+
+    fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+/// The census kept up to date one workload at a time: each workload's [`Share`] and their sums, so a
+/// change costs the size of one workload's share, not a read of every workload. It equals [`census`]
+/// of the same workloads read in name order (the test `the_tally_equals_the_census_read_whole`).
+#[derive(Debug, Default)]
+struct Tally {
+    /// Only the workloads with a part in the census: most have none.
+    shares: HashMap<WorkloadRef, Share>,
+    rolling: BTreeSet<WorkloadRef>,
+    failed: BTreeMap<WorkloadRef, String>,
+    unrecorded: BTreeSet<WorkloadRef>,
+    /// Each halted version with every workload whose failure halts it (the first in name order is the
+    /// one named), so that one of them going away leaves the others' halt.
+    halts: BTreeMap<Version, BTreeMap<WorkloadRef, String>>,
+    /// Each released version, with how many workloads release it.
+    released: BTreeMap<Version, usize>,
+    /// Rolling StatefulSets and DaemonSets, by when they pass their deadline.
+    deadlines: BTreeSet<(Timestamp, WorkloadRef)>,
+}
+
+impl Tally {
+    /// The tally of `workloads`, read whole.
+    fn of<'a>(
+        workloads: impl IntoIterator<Item = &'a Workload>,
+        default_deadline: Duration,
+        now: Timestamp,
+    ) -> Self {
+        let mut tally = Self::default();
+        for w in workloads {
+            tally.set(&w.id, Some(Share::of(w, default_deadline, now)));
+        }
+        tally
+    }
+
+    /// `id`'s part is now `share` (`None`: it is gone).
+    fn set(&mut self, id: &WorkloadRef, share: Option<Share>) {
+        let share = share.filter(|s| !s.is_empty());
+        if self.shares.get(id) == share.as_ref() {
+            return;
+        }
+        if let Some(old) = self.shares.remove(id) {
+            self.subtract(id, &old);
+        }
+        if let Some(new) = share {
+            self.add(id, &new);
+            self.shares.insert(id.clone(), new);
+        }
+    }
+
+    fn add(&mut self, id: &WorkloadRef, s: &Share) {
+        if s.rolling {
+            self.rolling.insert(id.clone());
+        }
+        if let Some(end) = s.deadline {
+            self.deadlines.insert((end, id.clone()));
+        }
+        if s.unrecorded {
+            self.unrecorded.insert(id.clone());
+        }
+        if let Some(why) = &s.failed {
+            self.failed.insert(id.clone(), why.clone());
+        }
+        for (version, why) in &s.halts {
+            self.halts
+                .entry(version.clone())
+                .or_default()
+                .insert(id.clone(), why.clone());
+        }
+        for version in &s.released {
+            *self.released.entry(version.clone()).or_default() += 1;
+        }
+    }
+
+    fn subtract(&mut self, id: &WorkloadRef, s: &Share) {
+        self.rolling.remove(id);
+        if let Some(end) = s.deadline {
+            self.deadlines.remove(&(end, id.clone()));
+        }
+        self.unrecorded.remove(id);
+        self.failed.remove(id);
+        for version in s.halts.keys() {
+            if let Some(by) = self.halts.get_mut(version) {
+                by.remove(id);
+                if by.is_empty() {
+                    self.halts.remove(version);
+                }
+            }
+        }
+        for version in &s.released {
+            if let Some(n) = self.released.get_mut(version) {
+                *n -= 1;
+                if *n == 0 {
+                    self.released.remove(version);
+                }
+            }
+        }
+    }
+
+    /// Reads again the share of each rollout whose deadline passed by `now` (time alone turns it into a
+    /// failure); one whose workload `lookup` no longer finds leaves.
+    fn expire<'a>(
+        &mut self,
+        lookup: impl Fn(&WorkloadRef) -> Option<&'a Workload>,
+        default_deadline: Duration,
+        now: Timestamp,
+    ) {
+        let due: Vec<WorkloadRef> = self
+            .deadlines
+            .iter()
+            .take_while(|(end, _)| *end <= now)
+            .map(|(_, id)| id.clone())
+            .collect();
+        for id in due {
+            let share = lookup(&id).map(|w| Share::of(w, default_deadline, now));
+            self.set(&id, share);
+        }
+    }
+
+    /// The census as it stands: the size of what it holds (rollouts in progress, failures, halts),
+    /// whatever the number of workloads.
+    fn census(&self) -> Census {
+        let halts = self
+            .halts
+            .iter()
+            .filter_map(|(version, by)| {
+                let (failed, why) = by.first_key_value()?;
+                let halt = Halt {
+                    version: version.clone(),
+                    failed: failed.clone(),
+                    why: why.clone(),
+                };
+                Some((version.clone(), halt))
+            })
+            .collect();
+        Census {
+            rolling: self.rolling.clone(),
+            failed: self.failed.clone(),
+            halts,
+            next_deadline: self.deadlines.first().map(|(end, _)| *end),
+            unrecorded: self.unrecorded.clone(),
+            released: self.released.keys().cloned().collect(),
+        }
     }
 }
 
@@ -403,20 +592,126 @@ pub enum Admission {
     },
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Ticket {
-    priority: i64,
-    seq: u64,
+/// A place in line: higher priority first, then first come (the arrival number).
+type Place = (Reverse<i64>, u64);
+
+/// The waiting line, kept in order as workloads join and leave, so that a decision reads the head of
+/// the line, or counts its place, without sorting the whole line. A workload whose last rollout
+/// failed goes before all others; those are few, and sorted when asked.
+#[derive(Debug, Default)]
+struct Line {
+    places: HashMap<WorkloadRef, Place>,
+    order: BTreeMap<Place, WorkloadRef>,
 }
 
-/// The in-memory half of pacing: the waiting line and the rollouts admitted but not yet seen.
+impl Line {
+    fn len(&self) -> usize {
+        self.places.len()
+    }
+
+    fn ids(&self) -> impl Iterator<Item = &WorkloadRef> {
+        self.places.keys()
+    }
+
+    /// `id` joins the line as arrival `seq` (or, already in it, keeps its arrival and takes
+    /// `priority`); whether it just joined.
+    fn join(&mut self, id: &WorkloadRef, priority: i64, seq: u64) -> bool {
+        let place = match self.places.get(id) {
+            Some(&(Reverse(p), _)) if p == priority => return false,
+            Some(&(old, seq)) => {
+                self.order.remove(&(old, seq));
+                (Reverse(priority), seq)
+            }
+            None => (Reverse(priority), seq),
+        };
+        let first = self.places.insert(id.clone(), place).is_none();
+        self.order.insert(place, id.clone());
+        first
+    }
+
+    fn leave(&mut self, id: &WorkloadRef) {
+        if let Some(place) = self.places.remove(id) {
+            self.order.remove(&place);
+        }
+    }
+
+    /// The waiting workloads whose last rollout failed, in order: they go first.
+    fn failed_first<'a>(&'a self, failed: &BTreeMap<WorkloadRef, String>) -> Vec<(Place, &'a WorkloadRef)> {
+        let mut first: Vec<(Place, &WorkloadRef)> = if failed.len() <= self.places.len() {
+            failed
+                .keys()
+                .filter_map(|id| self.places.get_key_value(id))
+                .map(|(id, place)| (*place, id))
+                .collect()
+        } else {
+            self.places
+                .iter()
+                .filter(|(id, _)| failed.contains_key(*id))
+                .map(|(id, place)| (*place, id))
+                .collect()
+        };
+        first.sort_unstable();
+        first
+    }
+
+    /// The first `n` of the line.
+    fn head(&self, failed: &BTreeMap<WorkloadRef, String>, n: usize) -> Vec<WorkloadRef> {
+        let mut head: Vec<WorkloadRef> = self
+            .failed_first(failed)
+            .into_iter()
+            .take(n)
+            .map(|(_, id)| id.clone())
+            .collect();
+        let rest = n - head.len();
+        head.extend(
+            self.order
+                .values()
+                .filter(|id| !failed.contains_key(*id))
+                .take(rest)
+                .cloned(),
+        );
+        head
+    }
+
+    /// `id`'s place in line, from 0.
+    fn position(&self, id: &WorkloadRef, failed: &BTreeMap<WorkloadRef, String>) -> Option<usize> {
+        let place = *self.places.get(id)?;
+        let first = self.failed_first(failed);
+        if failed.contains_key(id) {
+            return first.iter().position(|(p, _)| *p == place);
+        }
+        let failed_before = first.iter().filter(|(p, _)| *p < place).count();
+        Some(first.len() + self.before(place) - failed_before)
+    }
+
+    /// How many places come before `place` (which is in the line), counted from whichever end of the
+    /// line is nearer: a newcomer at the back, or the head that is about to roll, costs little.
+    fn before(&self, place: Place) -> usize {
+        let (mut ahead, mut behind) = (self.order.range(..place), self.order.range(place..));
+        let mut n = 0;
+        loop {
+            if ahead.next().is_none() {
+                return n;
+            }
+            if behind.next().is_none() {
+                return self.order.len() - n;
+            }
+            n += 1;
+        }
+    }
+}
+
+/// The in-memory half of pacing: the waiting line, the rollouts admitted but not yet seen, and the
+/// census kept up to date from each workload that changes ([`Pacer::observe`]).
 #[derive(Debug)]
 pub struct Pacer {
     limit: usize,
-    waiting: HashMap<WorkloadRef, Ticket>,
+    line: Line,
     /// Admitted rollouts the watch has not shown yet: the workload's resourceVersion when admitted.
     admitted: HashMap<WorkloadRef, String>,
     halted: BTreeMap<WorkloadRef, Version>,
+    /// The census of the workloads observed, one share per workload.
+    tally: Tally,
     /// The halts as last seen (by the last census: `halts()`).
     halts: BTreeMap<Version, Halt>,
     /// Halts the cluster no longer shows, though neither released nor superseded: the failed workload
@@ -447,9 +742,10 @@ impl Pacer {
     pub fn new(limit: usize) -> Self {
         Self {
             limit,
-            waiting: HashMap::new(),
+            line: Line::default(),
             admitted: HashMap::new(),
             halted: BTreeMap::new(),
+            tally: Tally::default(),
             halts: BTreeMap::new(),
             remembered: BTreeMap::new(),
             superseded: BTreeSet::new(),
@@ -463,10 +759,8 @@ impl Pacer {
         self.limit > 0
     }
 
-    /// The census of `workloads`, with the rollouts admitted but not yet seen counted as in progress
-    /// (an admitted one is seen once any newer version of its workload is: wave's write, or whatever
-    /// came first; from then on its marker tells), and what changed in the
-    /// halts since the last call.
+    /// The census of `workloads`, read whole (they replace whatever was observed before), and what
+    /// changed in the halts: [`Pacer::look`].
     pub fn census<'a>(
         &mut self,
         workloads: impl IntoIterator<Item = &'a Workload>,
@@ -474,7 +768,36 @@ impl Pacer {
         default_deadline: Duration,
         now: Timestamp,
     ) -> (Census, HaltChanges) {
-        let mut c = census(workloads, default_deadline, now);
+        self.tally = Tally::of(workloads, default_deadline, now);
+        self.look(lookup, default_deadline, now)
+    }
+
+    /// `id` changed in something the census reads (its status, hash, generation or annotations), or
+    /// appeared (`workload` is its view), or is gone (`None`): only its share of the census is read.
+    pub fn observe(
+        &mut self,
+        id: &WorkloadRef,
+        workload: Option<&Workload>,
+        default_deadline: Duration,
+        now: Timestamp,
+    ) {
+        self.tally
+            .set(id, workload.map(|w| Share::of(w, default_deadline, now)));
+    }
+
+    /// The census of the workloads observed, as of `now` (a rolling StatefulSet or DaemonSet past its
+    /// deadline is read again through `lookup`: it failed), with the rollouts admitted but not yet
+    /// seen counted as in progress (an admitted one is seen once any newer version of its workload is:
+    /// wave's write, or whatever came first; from then on its marker tells), and what changed in the
+    /// halts since the last call. It costs what the census holds, not the number of workloads.
+    pub fn look<'a>(
+        &mut self,
+        lookup: impl Fn(&WorkloadRef) -> Option<&'a Workload>,
+        default_deadline: Duration,
+        now: Timestamp,
+    ) -> (Census, HaltChanges) {
+        self.tally.expire(&lookup, default_deadline, now);
+        let mut c = self.tally.census();
         self.admitted
             .retain(|id, at| lookup(id).is_some_and(|w| &w.resource_version == at));
         c.rolling.extend(self.admitted.keys().cloned());
@@ -522,7 +845,7 @@ impl Pacer {
     /// Notes that a halt holds `id` back (`decide::Hold::Halted`); whether that is new for this halt
     /// (so it is told once). It leaves the line meanwhile.
     pub fn hold(&mut self, id: &WorkloadRef, halt: &Halt) -> bool {
-        self.waiting.remove(id);
+        self.line.leave(id);
         self.admitted.remove(id);
         self.halted.insert(id.clone(), halt.version.clone()).as_ref() != Some(&halt.version)
     }
@@ -539,29 +862,26 @@ impl Pacer {
         // someone else's (a `helm upgrade` whose template kept the hash), and letting every such
         // workload through would roll them all at once.
         if self.admitted.contains_key(id) {
-            self.waiting.remove(id);
+            self.line.leave(id);
             self.admitted.insert(id.clone(), at.clone());
             return Admission::Go;
         }
-        let seq = self.next_seq;
-        let first = !self.waiting.contains_key(id);
-        let ticket = self.waiting.entry(id.clone()).or_insert(Ticket { priority, seq });
-        ticket.priority = priority;
+        let first = self.line.join(id, priority, self.next_seq);
         if first {
             self.next_seq += 1;
         }
         let rolling = census.rolling.len();
         let free = self.limit.saturating_sub(rolling);
-        let position = self.line(census).iter().position(|w| w == id).unwrap_or(0);
+        let position = self.line.position(id, &census.failed).unwrap_or(0);
         if position < free {
-            self.waiting.remove(id);
+            self.line.leave(id);
             self.admitted.insert(id.clone(), at.clone());
             Admission::Go
         } else {
             Admission::Queued {
                 first,
                 position: position + 1,
-                waiting: self.waiting.len(),
+                waiting: self.line.len(),
                 rolling,
             }
         }
@@ -570,26 +890,25 @@ impl Pacer {
     /// Whether `id` could roll now without a place in line: it is rolling already, or a slot is free
     /// beyond the workloads waiting (the webhook's question: it cannot queue).
     pub fn has_room(&self, id: &WorkloadRef, census: &Census) -> bool {
-        self.admitted.contains_key(id) || census.rolling.len() + self.waiting.len() < self.limit
+        self.admitted.contains_key(id) || census.rolling.len() + self.line.len() < self.limit
     }
 
     /// The waiting workloads in the order they roll: a workload whose last rollout failed first (a
     /// new version is its fix), then higher priority, then first come.
+    #[cfg(test)]
     fn line(&self, census: &Census) -> Vec<WorkloadRef> {
-        let mut line: Vec<(&WorkloadRef, &Ticket)> = self.waiting.iter().collect();
-        line.sort_by_key(|(id, t)| (!census.failed.contains_key(*id), -t.priority, t.seq));
-        line.into_iter().map(|(id, _)| id.clone()).collect()
+        self.line.head(&census.failed, self.line.len())
     }
 
     /// The waiting workloads that may roll now: the head of the line, as many as slots are free.
     pub fn due(&self, census: &Census) -> Vec<WorkloadRef> {
         let free = self.limit.saturating_sub(census.rolling.len());
-        self.line(census).into_iter().take(free).collect()
+        self.line.head(&census.failed, free.min(self.line.len()))
     }
 
     /// The workloads waiting in the line.
     pub fn waiting(&self) -> impl Iterator<Item = &WorkloadRef> {
-        self.waiting.keys()
+        self.line.ids()
     }
 
     /// The workloads a halt holds back.
@@ -599,19 +918,21 @@ impl Pacer {
 
     /// How many wait, and how many are held by halts.
     pub fn counts(&self) -> (usize, usize) {
-        (self.waiting.len(), self.halted.len())
+        (self.line.len(), self.halted.len())
     }
 
     /// Forgets `id` in the line and among the held (it has nothing to roll, or it is gone).
     pub fn forget(&mut self, id: &WorkloadRef) {
-        self.waiting.remove(id);
+        self.line.leave(id);
         self.halted.remove(id);
     }
 
-    /// `id` was deleted: it leaves the line (a halt its failure caused stays: see `remembered`).
+    /// `id` was deleted: it leaves the line and the census (a halt its failure caused stays: see
+    /// `remembered`).
     pub fn deleted(&mut self, id: &WorkloadRef) {
         self.forget(id);
         self.admitted.remove(id);
+        self.tally.set(id, None);
     }
 
     /// A rollout delivering `delivers` was admitted: remembered halts of other versions of those
@@ -638,6 +959,7 @@ mod tests {
     use super::*;
     use crate::workload::Progress;
     use crate::workload::testing::deployment;
+    use proptest::prelude::*;
     use serde_json::json;
 
     const NOW: &str = "2026-11-23T12:00:00Z";
@@ -986,6 +1308,313 @@ mod tests {
         w.progress.paused = true;
         let c = census([&w], DEFAULT_ROLLOUT_DEADLINE, now());
         assert!(c.rolling.is_empty() && c.failed.is_empty());
+    }
+
+    /// The objects markers and failure records name in the generated workloads (one in another
+    /// namespace than most workloads).
+    const OBJECTS: [&str; 3] = ["ConfigMap/ns/a", "Secret/ns/b", "ConfigMap/other/c"];
+
+    /// A generated marker: its hash, how long before now it was written, each object's digest (0: not
+    /// in its config), which objects it delivers (a bit each), the generation it records.
+    type GeneratedMarker = (u8, u64, [u8; 3], u8, Option<i64>);
+
+    /// One generated state of a workload: what the census reads of it.
+    #[derive(Clone, Debug)]
+    struct Spec {
+        marker: Option<GeneratedMarker>,
+        /// The hash on its template.
+        template: Option<u8>,
+        /// A failure record: its hash, what it delivered (a bit per object), why.
+        failure: Option<(u8, u8, u8)>,
+        released: Option<u8>,
+        deadline: Option<u8>,
+        /// Rolling, failed, done, paused or OnDelete, not observed yet.
+        status: u8,
+        generation: i64,
+    }
+
+    fn spec() -> impl Strategy<Value = Spec> {
+        (
+            proptest::option::of((
+                0u8..3,
+                0u64..1200,
+                proptest::array::uniform3(0u8..3),
+                0u8..8,
+                proptest::option::of(1i64..4),
+            )),
+            proptest::option::of(0u8..3),
+            proptest::option::of((0u8..3, 0u8..8, 0u8..2)),
+            proptest::option::of(0u8..3),
+            proptest::option::of(0u8..3),
+            0u8..5,
+            1i64..4,
+        )
+            .prop_map(
+                |(marker, template, failure, released, deadline, status, generation)| Spec {
+                    marker,
+                    template,
+                    failure,
+                    released,
+                    deadline,
+                    status,
+                    generation,
+                },
+            )
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Workload `w` is created or changes to this state.
+        Put(usize, Spec),
+        /// Workload `w` is deleted; `told`: the pacer hears of it as the router tells it
+        /// (`Pacer::deleted`), else only as a workload gone (`observe` with none).
+        Delete(usize, bool),
+        /// Time passes.
+        Tick(u64),
+        /// A rollout delivering a new version of an object was admitted (`Pacer::superseded`).
+        Supersede(usize, u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0usize..6, spec()).prop_map(|(w, s)| Op::Put(w, s)),
+            2 => (0usize..6, any::<bool>()).prop_map(|(w, told)| Op::Delete(w, told)),
+            2 => (0u64..400).prop_map(Op::Tick),
+            1 => (0usize..3, 0u8..3).prop_map(|(o, d)| Op::Supersede(o, d)),
+        ]
+    }
+
+    /// Workload `i` (a Deployment or a StatefulSet, in `ns` or `other`) in state `s`, at `now`.
+    fn build(i: usize, s: &Spec, now: Timestamp) -> Workload {
+        let ns = if i < 4 { "ns" } else { "other" };
+        let mut w = deployment(ns, &format!("w{i}"), &[], json!({"containers": []}));
+        let stateful = i % 2 == 1;
+        if stateful {
+            w.id.kind = WorkloadKind::STATEFUL_SET;
+        }
+        w.generation = s.generation;
+        let bits = |mask: u8| -> Vec<&str> {
+            OBJECTS
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| mask & (1 << k) != 0)
+                .map(|(_, o)| *o)
+                .collect()
+        };
+        if let Some((hash, back, digests, changed, generation)) = s.marker {
+            let marker = Marker {
+                hash: format!("h{hash}"),
+                at: now.checked_sub(Duration::from_secs(back)).unwrap().to_string(),
+                config: OBJECTS
+                    .iter()
+                    .zip(digests)
+                    .filter(|(_, d)| *d > 0)
+                    .map(|(o, d)| (o.to_string(), d.to_string()))
+                    .collect(),
+                changed: bits(changed).into_iter().map(String::from).collect(),
+                generation,
+            };
+            w.annotations.insert(names::ROLLOUT.into(), marker.render());
+        }
+        if let Some(hash) = s.template {
+            w.template.edit(|t| {
+                t.metadata = Some(
+                    serde_json::from_value(
+                        json!({"annotations": {(names::CONFIG_HASH): format!("h{hash}")}}),
+                    )
+                    .unwrap(),
+                );
+            });
+        }
+        if let Some((hash, delivered, why)) = s.failure {
+            let record = Failure {
+                hash: format!("h{hash}"),
+                why: ["bad", "worse"][why as usize].into(),
+                delivered: bits(delivered)
+                    .into_iter()
+                    .map(|o| (o.to_string(), "1".to_string()))
+                    .collect(),
+            };
+            w.annotations
+                .insert(names::ROLLOUT_FAILED.into(), record.render());
+        }
+        if let Some(hash) = s.released {
+            w.annotations
+                .insert(names::HALT_RELEASED.into(), format!("h{hash}"));
+        }
+        if let Some(d) = s.deadline {
+            w.annotations.insert(
+                names::ROLLOUT_DEADLINE.into(),
+                ["30s", "5m", "soon"][d as usize].into(),
+            );
+        }
+        let p = &mut w.progress;
+        p.observed_generation = (s.status != 4).then_some(s.generation);
+        p.spec_replicas = Some(1);
+        p.rolls_by_itself = !(stateful && s.status == 3);
+        if stateful {
+            p.ready = i64::from(s.status == 2);
+        } else {
+            (p.replicas, p.updated, p.available) = if s.status == 2 { (1, 1, 1) } else { (2, 1, 1) };
+            p.deadline_exceeded = s.status == 1;
+            p.paused = s.status == 3;
+        }
+        w
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// The census kept one workload at a time, and the pacer's look at it, equal the census read
+        /// whole after any sequence of changes, deletions and time passing (rollouts past their
+        /// deadline among them).
+        #[test]
+        fn the_tally_equals_the_census_read_whole(ops in proptest::collection::vec(op(), 1..40)) {
+            let mut now = now();
+            let mut world: BTreeMap<WorkloadRef, Workload> = BTreeMap::new();
+            let mut tally = Tally::default();
+            let (mut incremental, mut whole) = (Pacer::new(3), Pacer::new(3));
+            let ids: Vec<WorkloadRef> = (0..6).map(|i| build(i, &spec_none(), now).id).collect();
+            for op in ops {
+                match op {
+                    Op::Put(i, s) => {
+                        let w = build(i, &s, now);
+                        tally.set(&w.id, Some(Share::of(&w, DEFAULT_ROLLOUT_DEADLINE, now)));
+                        incremental.observe(&w.id, Some(&w), DEFAULT_ROLLOUT_DEADLINE, now);
+                        world.insert(w.id.clone(), w);
+                    }
+                    Op::Delete(i, told) => {
+                        let id = &ids[i];
+                        world.remove(id);
+                        tally.set(id, None);
+                        if told {
+                            incremental.deleted(id);
+                            whole.deleted(id);
+                        } else {
+                            incremental.observe(id, None, DEFAULT_ROLLOUT_DEADLINE, now);
+                        }
+                    }
+                    Op::Tick(secs) => now = now.checked_add(Duration::from_secs(secs)).unwrap(),
+                    Op::Supersede(o, d) => {
+                        let version = [v(OBJECTS[o], &d.to_string())];
+                        incremental.superseded(&version);
+                        whole.superseded(&version);
+                    }
+                }
+                let lookup = |id: &WorkloadRef| world.get(id);
+                tally.expire(lookup, DEFAULT_ROLLOUT_DEADLINE, now);
+                let read = census(world.values(), DEFAULT_ROLLOUT_DEADLINE, now);
+                prop_assert_eq!(&tally.census(), &read);
+                let kept = incremental.look(lookup, DEFAULT_ROLLOUT_DEADLINE, now);
+                let full = whole.census(world.values(), lookup, DEFAULT_ROLLOUT_DEADLINE, now);
+                prop_assert_eq!(kept, full);
+            }
+        }
+
+        /// The line kept in order gives the same order and places as sorting the whole line
+        /// (failed first, then priority, then first come), as workloads join, ask again with another
+        /// priority, and leave.
+        #[test]
+        fn the_line_keeps_the_order_a_full_sort_gives(
+            ops in proptest::collection::vec((0usize..8, proptest::option::of(-2i64..3)), 1..60),
+            failed in proptest::collection::btree_set(0usize..8, 0..4),
+        ) {
+            let name = |i: usize| id(&format!("w{i}"));
+            let failed: BTreeMap<WorkloadRef, String> =
+                failed.into_iter().map(|i| (name(i), "failed".to_string())).collect();
+            let mut line = Line::default();
+            let mut naive: BTreeMap<WorkloadRef, (i64, u64)> = BTreeMap::new();
+            for (seq, (i, priority)) in (0u64..).zip(ops) {
+                let w = name(i);
+                match priority {
+                    Some(p) => {
+                        let first = line.join(&w, p, seq);
+                        prop_assert_eq!(first, !naive.contains_key(&w));
+                        naive.entry(w).or_insert((p, seq)).0 = p;
+                    }
+                    None => {
+                        line.leave(&w);
+                        naive.remove(&w);
+                    }
+                }
+                let mut sorted: Vec<(&WorkloadRef, &(i64, u64))> = naive.iter().collect();
+                sorted.sort_by_key(|(w, (p, s))| (!failed.contains_key(*w), Reverse(*p), *s));
+                let sorted: Vec<WorkloadRef> = sorted.into_iter().map(|(w, _)| w.clone()).collect();
+                prop_assert_eq!(line.head(&failed, line.len()), sorted.clone());
+                prop_assert_eq!(line.head(&failed, 2.min(line.len())), sorted[..2.min(sorted.len())].to_vec());
+                for (k, w) in sorted.iter().enumerate() {
+                    prop_assert_eq!(line.position(w, &failed), Some(k));
+                }
+            }
+        }
+    }
+
+    fn spec_none() -> Spec {
+        Spec {
+            marker: None,
+            template: None,
+            failure: None,
+            released: None,
+            deadline: None,
+            status: 2,
+            generation: 1,
+        }
+    }
+
+    #[test]
+    fn a_rolling_stateful_set_fails_when_its_deadline_passes_without_an_event() {
+        let mut p = Pacer::new(1);
+        let spec = Spec {
+            marker: Some((0, 0, [1, 0, 0], 1, None)),
+            template: Some(0),
+            status: 0,
+            deadline: Some(0),
+            ..spec_none()
+        };
+        let w = build(1, &spec, now());
+        p.observe(&w.id, Some(&w), DEFAULT_ROLLOUT_DEADLINE, now());
+        let lookup = |i: &WorkloadRef| (i == &w.id).then_some(&w);
+        let (c, _) = p.look(lookup, DEFAULT_ROLLOUT_DEADLINE, now());
+        assert_eq!(c.rolling, BTreeSet::from([w.id.clone()]));
+        let end = now().checked_add(Duration::from_secs(30)).unwrap();
+        assert_eq!(c.next_deadline, Some(end));
+        let later = end.checked_add(Duration::from_secs(1)).unwrap();
+        let (c, changes) = p.look(lookup, DEFAULT_ROLLOUT_DEADLINE, later);
+        assert!(c.rolling.is_empty() && c.next_deadline.is_none());
+        assert_eq!(changes.to_record, std::slice::from_ref(&w.id));
+        assert_eq!(changes.new.len(), 1, "its version is halted");
+    }
+
+    #[test]
+    fn a_halt_two_workloads_caused_outlives_the_first_one_s_deletion() {
+        let mut p = Pacer::new(5);
+        let ws = [
+            rolled("a", "h", "bad", failed()),
+            rolled("b", "h", "bad", failed()),
+        ];
+        for w in &ws {
+            p.observe(&w.id, Some(w), DEFAULT_ROLLOUT_DEADLINE, now());
+        }
+        let lookup = |i: &WorkloadRef| ws.iter().find(|w| &w.id == i);
+        let (c, _) = p.look(lookup, DEFAULT_ROLLOUT_DEADLINE, now());
+        let bad = v("ConfigMap/ns/cm", "bad");
+        assert_eq!(c.halts[&bad].failed, id("a"), "the first in name order is named");
+        p.observe(&id("a"), None, DEFAULT_ROLLOUT_DEADLINE, now());
+        let lookup = |i: &WorkloadRef| ws[1..].iter().find(|w| &w.id == i);
+        let (c, changes) = p.look(lookup, DEFAULT_ROLLOUT_DEADLINE, now());
+        assert_eq!(c.halts[&bad].failed, id("b"));
+        assert!(!changes.ended && changes.new.is_empty());
+    }
+
+    #[test]
+    fn the_lowest_and_highest_priorities_order_without_overflow() {
+        let mut p = Pacer::new(1);
+        let mut c = Census::default();
+        c.rolling.insert(id("busy"));
+        for (name, prio) in [("min", i64::MIN), ("max", i64::MAX), ("zero", 0)] {
+            assert!(matches!(p.decide(&wl(name), prio, &c), Admission::Queued { .. }));
+        }
+        assert_eq!(p.line(&c), [id("max"), id("zero"), id("min")]);
     }
 
     #[test]

@@ -47,6 +47,14 @@ pub struct WebhookLabels {
     pub result: &'static str,
 }
 
+/// Labels `{at}` of `wave_pacing_decision_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PacingLabel {
+    /// `event` (the watch router's share of a workload event), `admission` (a reconcile's slot or
+    /// place in line) or `webhook` (an UPDATE's free slot).
+    pub at: &'static str,
+}
+
 /// Labels `{version, commit}` of `wave_build_info`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
@@ -259,6 +267,10 @@ pub struct Metrics {
     pub queue_wait: Histogram,
     /// How long the webhook took to answer one admission request.
     pub webhook_duration: Histogram,
+    /// How long one step of pacing took, locks included, by where it was taken (`PacingLabel`).
+    pub pacing_decision: Family<PacingLabel, Histogram>,
+    /// From a watch event's arrival to the end of the watch router's handling of it.
+    pub router_lag: Histogram,
 }
 
 impl Metrics {
@@ -299,6 +311,12 @@ impl Metrics {
             queue_depth: Gauge::default(),
             queue_wait: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             webhook_duration: Histogram::new(exponential_buckets(0.001, 2.0, 12)),
+            // 10 µs to about 5 s.
+            pacing_decision: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.000_01, 2.0, 20))
+            }),
+            // 100 µs to about 52 s.
+            router_lag: Histogram::new(exponential_buckets(0.000_1, 2.0, 20)),
         };
         let r = registry.sub_registry_with_prefix("wave");
         r.register(
@@ -448,6 +466,16 @@ impl Metrics {
             "webhook_duration_seconds",
             "How long the admission webhook took to answer a request",
             m.webhook_duration.clone(),
+        );
+        r.register(
+            "pacing_decision_seconds",
+            "How long one step of pacing took, locks included: at=event (the watch router's share of a workload event), admission (a rollout's slot or place in line), webhook",
+            m.pacing_decision.clone(),
+        );
+        r.register(
+            "watch_router_lag_seconds",
+            "From a watch event's arrival to the end of the watch router's handling of it",
+            m.router_lag.clone(),
         );
         m
     }

@@ -168,6 +168,10 @@ pub struct Effects {
     pub deleted: Vec<WorkloadRef>,
     /// Workloads whose rollout progress, hash or annotations changed: what paced rollouts wait for.
     pub progressed: Vec<WorkloadRef>,
+    /// Workloads that appeared, went away, or changed in what pacing's census reads (status, hash,
+    /// generation, annotations), opted in or not, before the first list too: the census takes in
+    /// each one (`pace::Pacer::observe`) instead of reading every workload again.
+    pub observed: Vec<WorkloadRef>,
     /// The tracker just became ready (every scope listed once).
     pub became_ready: bool,
 }

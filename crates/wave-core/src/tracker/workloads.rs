@@ -74,6 +74,9 @@ impl Tracker {
         if self.ready && progressed && w.is_opted_in() {
             fx.progressed.push(w.id.clone());
         }
+        if progressed || !self.workloads.contains_key(&w.id) {
+            fx.observed.push(w.id.clone());
+        }
         if enqueue {
             fx.enqueue.push(w.id.clone());
         }
@@ -100,6 +103,7 @@ impl Tracker {
         if let Some(gone) = self.workloads.remove(id) {
             fx.deleted.push(id.clone());
             fx.progressed.push(id.clone());
+            fx.observed.push(id.clone());
             if let Some(deployment) = adoption(&gone) {
                 self.adopt(id, Some(deployment), None, fx);
             }

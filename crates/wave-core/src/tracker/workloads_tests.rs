@@ -67,3 +67,27 @@ fn opting_out_drops_the_index_entries_and_later_changes_wake_nothing() {
     let fx = t.apply(Change::Config(scope(CONFIGMAPS), Event::Apply(cm_meta("x", "2"))));
     assert!(fx.enqueue.is_empty());
 }
+
+#[test]
+fn every_workload_that_appears_changes_for_the_census_or_goes_is_observed_opted_in_or_not() {
+    let mut t = Tracker::new(&WorkloadKind::BUILT_IN, None);
+    let deployments = scope(DEPLOYMENTS);
+    t.apply(Change::Workload(deployments.clone(), Event::Init));
+    let mut w = uses_cm("a", "x");
+    let fx = t.apply(Change::Workload(deployments.clone(), Event::InitApply(w.clone())));
+    assert_eq!(fx.observed, [w.id.clone()], "before the first list too");
+    w.resource_version = "2".into();
+    let fx = t.apply(Change::Workload(deployments.clone(), Event::Apply(w.clone())));
+    assert!(fx.observed.is_empty(), "nothing the census reads changed");
+    w.annotations.remove(names::UPDATE_ON_CONFIG_CHANGE);
+    w.annotations.insert(names::ROLLOUT_FAILED.into(), "{}".into());
+    let fx = t.apply(Change::Workload(deployments.clone(), Event::Apply(w.clone())));
+    assert!(fx.progressed.is_empty());
+    assert_eq!(
+        fx.observed,
+        [w.id.clone()],
+        "opted out, it still counts in the census"
+    );
+    let fx = t.apply(Change::Workload(deployments, Event::Delete(w.clone())));
+    assert_eq!(fx.observed, [w.id]);
+}

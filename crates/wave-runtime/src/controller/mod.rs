@@ -2,8 +2,9 @@
 //! loss of the lease.
 //!
 //! ```text
-//! watch::changes ─► route (Tracker::apply) ─► WorkQueue ─► workers × --concurrency ─► reconcile
-//!                        ├─► evict content                     ▲
+//! watch::changes ─► read (stamped) ─► route (Tracker::apply) ─► WorkQueue ─► workers × --concurrency ─► reconcile
+//!                                        ├─► evict content                     ▲
+//!                                        ├─► pacing: the census takes in each workload that changed
 //!                        ├─► once ready (and each resync): a running Reloader? (reloader::look_for_reloader)
 //!                        └─► once ready: warm content, then every workload ──┤
 //! resync every --sync-period ──────────────────────────────────┤
@@ -168,7 +169,9 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     }
     let changes = watch::changes(&client, &scopes, ctx.watch_health.clone(), &metrics);
     let live = &ctx.liveness;
-    live.spawn_essential("the watch router", route(ctx.clone(), changes));
+    let (arrived, backlog) = tokio::sync::mpsc::channel(ROUTER_BACKLOG);
+    live.spawn_essential("the watch reader", read(changes, arrived));
+    live.spawn_essential("the watch router", route(ctx.clone(), backlog));
     let timer = ctx.clone();
     live.spawn_essential(
         "the delayed-add timer",
@@ -210,9 +213,26 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     result
 }
 
-/// Applies every watch event to the tracker and enqueues what it wakes.
-async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
+/// Watch events read ahead of the router: enough for its lag to show in
+/// `wave_watch_router_lag_seconds` when it falls behind; beyond it, the watches wait (as they did when
+/// the router read them itself).
+const ROUTER_BACKLOG: usize = 1024;
+
+/// Reads the watch events as they arrive and hands them to the router with the time each arrived.
+async fn read(
+    mut changes: BoxStream<'static, Change>,
+    to_router: tokio::sync::mpsc::Sender<(Instant, Change)>,
+) {
     while let Some(change) = changes.next().await {
+        if to_router.send((Instant::now(), change)).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Applies every watch event to the tracker and enqueues what it wakes.
+async fn route(ctx: Arc<Context>, mut changes: tokio::sync::mpsc::Receiver<(Instant, Change)>) {
+    while let Some((arrived, change)) = changes.recv().await {
         let seen = Instant::now();
         let mut fx = {
             let mut tracker = ctx.tracker_mut();
@@ -268,8 +288,10 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
                 "every watch has listed; checking every opted-in workload"
             );
             reloader::look_for_reloader(&ctx);
-            // The first census, before any decision reads its halts (`Pacer::halts`).
-            pacing::announce(&ctx, pacing::progressed(&ctx));
+            // The first look at the census (observed as the watches listed), before any decision reads
+            // its halts (`Pacer::halts`).
+            pacing::announce(&ctx, pacing::progressed(&ctx, &fx.observed));
+            fx.observed.clear();
             // Their content is read in bulk first where that saves requests (`content`); the router
             // goes on meanwhile.
             let (ctx, all) = (ctx.clone(), std::mem::take(&mut fx.enqueue));
@@ -289,11 +311,14 @@ async fn route(ctx: Arc<Context>, mut changes: BoxStream<'static, Change>) {
         }
         // A deleted (or opted-out) workload frees its slot without a progress event of its own.
         if !fx.progressed.is_empty() || !fx.deleted.is_empty() {
-            let halts = pacing::progressed(&ctx);
+            let halts = pacing::progressed(&ctx, &fx.observed);
             if !halts.new.is_empty() {
                 pacing::announce(&ctx, halts);
             }
+        } else {
+            pacing::observe(&ctx, &fx.observed);
         }
+        ctx.metrics.router_lag.observe(arrived.elapsed().as_secs_f64());
     }
 }
 

@@ -9,13 +9,19 @@
 //!         Queued  ─► Normal RolloutQueued once; nothing held (no worker, no token) until woken
 //! reconcile: nothing to write, but its rollout failed ─► record_failure on its marker (the halt then
 //!     outlives an undo or a fix by hand)
-//! router: a workload progressed ─► progressed: census ─► new halts: Warning on the config object
-//!                                                     ─► wake the head of the line (free slots)
-//!                                                     ─► a halt ended: wake the workloads it held
+//! router: a workload appeared, changed or went ─► observe: the census takes in that one workload
+//! router: a workload progressed ─► progressed: observe, then look ─► new halts: Warning on the config
+//!                                                                   object
+//!                                                                ─► wake the head of the line (free slots)
+//!                                                                ─► a halt ended: wake the workloads it held
 //! ```
+//!
+//! The census is kept one workload at a time (`Pacer::observe`): no event and no decision reads every
+//! workload again, so what pacing costs per event does not grow with the number of workloads
+//! (`wave_pacing_decision_seconds`).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use wave_core::names::{action, reason};
@@ -100,12 +106,14 @@ pub fn slot_for_webhook(
     if !ctx.pacer().is_on() {
         return Slot::Off;
     }
+    let timer = DecisionTimer::start(ctx, "webhook");
     let free = {
         let tracker = ctx.tracker();
         let mut pacer = ctx.pacer();
         let (census, _, _) = look(ctx, &tracker, &mut pacer);
         pacer.has_room(&workload.id, &census)
     };
+    drop(timer);
     if !free {
         return Slot::Full;
     }
@@ -127,6 +135,7 @@ pub fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Option<Dura
     if let Some(why) = ignored {
         tracing::warn!(workload = %workload.id, "{why}");
     }
+    let timer = DecisionTimer::start(ctx, "admission");
     let (admission, census, changes, wake) = {
         let tracker = ctx.tracker();
         let mut pacer = ctx.pacer();
@@ -141,6 +150,7 @@ pub fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Option<Dura
     for id in wake.into_iter().filter(|w| w != &workload.id) {
         ctx.queue.add(id, None);
     }
+    drop(timer);
     announce(ctx, changes);
     match admission {
         Admission::Go => None,
@@ -169,16 +179,44 @@ pub fn admit(ctx: &Context, workload: &Workload, marker: &Marker) -> Option<Dura
     }
 }
 
+/// The census takes in each of `changed` (a workload that appeared, changed in what it reads, or went
+/// away; `Effects::observed`), one at a time: nothing else is read again.
+pub fn observe(ctx: &Context, changed: &[WorkloadRef]) {
+    if changed.is_empty() || !ctx.pacer().is_on() {
+        return;
+    }
+    let timer = DecisionTimer::start(ctx, "event");
+    let tracker = ctx.tracker();
+    observe_in(ctx, &tracker, &mut ctx.pacer(), changed);
+    drop(tracker);
+    drop(timer);
+}
+
+fn observe_in(
+    ctx: &Context,
+    tracker: &wave_core::tracker::Tracker,
+    pacer: &mut pace::Pacer,
+    changed: &[WorkloadRef],
+) {
+    let now = Timestamp::now();
+    for id in changed {
+        pacer.observe(id, tracker.workload_view(id), ctx.rollout_deadline, now);
+    }
+}
+
 /// Something a paced rollout may wait for changed (a workload's status, hash or annotations, or a
-/// workload went away): wake whoever may now roll. Returns the halts to [`announce`].
-pub fn progressed(ctx: &Context) -> HaltChanges {
+/// workload went away): the census takes in `changed` (as [`observe`]), and whoever may now roll is
+/// woken. Returns the halts to [`announce`].
+pub fn progressed(ctx: &Context, changed: &[WorkloadRef]) -> HaltChanges {
     // Asked on every status change of every workload: without pacing, take no tracker lock at all.
     if !ctx.pacer().is_on() {
         return HaltChanges::default();
     }
+    let timer = DecisionTimer::start(ctx, "event");
     let (wake, changes) = {
         let tracker = ctx.tracker();
         let mut pacer = ctx.pacer();
+        observe_in(ctx, &tracker, &mut pacer, changed);
         let (census, changes, mut wake) = look(ctx, &tracker, &mut pacer);
         update_metrics(ctx, &census, &pacer);
         wake.extend(pacer.due(&census));
@@ -187,6 +225,7 @@ pub fn progressed(ctx: &Context) -> HaltChanges {
     for id in wake {
         ctx.queue.add(id, None);
     }
+    drop(timer);
     changes
 }
 
@@ -194,19 +233,19 @@ pub fn progressed(ctx: &Context) -> HaltChanges {
 pub fn cancel(ctx: &Context, id: &WorkloadRef) {
     let had = ctx.pacer().cancel(id);
     if had {
-        announce(ctx, progressed(ctx));
+        announce(ctx, progressed(ctx, &[]));
     }
 }
 
-/// The census, what changed in the halts, and who is to look again because of that: on a new halt
-/// every waiting workload (it may be held by it), when a halt ends every workload held.
+/// The census as observed (`Pacer::look`: the tracker is read only for rollouts admitted or past
+/// their deadline), what changed in the halts, and who is to look again because of that: on a new
+/// halt every waiting workload (it may be held by it), when a halt ends every workload held.
 fn look(
     ctx: &Context,
     tracker: &wave_core::tracker::Tracker,
     pacer: &mut pace::Pacer,
 ) -> (Census, HaltChanges, Vec<WorkloadRef>) {
-    let (census, changes) = pacer.census(
-        tracker.workloads(),
+    let (census, changes) = pacer.look(
         |id| tracker.workload_view(id),
         ctx.rollout_deadline,
         Timestamp::now(),
@@ -219,6 +258,35 @@ fn look(
         wake.extend(pacer.halted().cloned());
     }
     (census, changes, wake)
+}
+
+/// Observes how long one step of pacing took, locks included, into `wave_pacing_decision_seconds`
+/// when dropped: `at` is `event` (the watch router's share of a workload event), `admission` (a
+/// reconcile's slot or place in line) or `webhook`.
+struct DecisionTimer<'a> {
+    ctx: &'a Context,
+    at: &'static str,
+    started: Instant,
+}
+
+impl<'a> DecisionTimer<'a> {
+    fn start(ctx: &'a Context, at: &'static str) -> Self {
+        Self {
+            ctx,
+            at,
+            started: Instant::now(),
+        }
+    }
+}
+
+impl Drop for DecisionTimer<'_> {
+    fn drop(&mut self) {
+        self.ctx
+            .metrics
+            .pacing_decision
+            .get_or_create(&crate::metrics::PacingLabel { at: self.at })
+            .observe(self.started.elapsed().as_secs_f64());
+    }
 }
 
 fn update_metrics(ctx: &Context, census: &Census, pacer: &pace::Pacer) {
