@@ -243,9 +243,21 @@ impl ClusterHalts {
             if self.everywhere || self.listed.contains(&ns) {
                 continue;
             }
-            self.workloads.extend(workloads_in(client, Some(&ns)).await?);
+            match workloads_in(client, Some(&ns)).await {
+                Ok(workloads) => {
+                    self.workloads.extend(workloads);
+                    more = true;
+                }
+                // Config in a namespace the user may not list workloads of (an extra-* reference):
+                // its halts are unknown here, which is said, not an error of the whole command.
+                Err(CommandError::Cluster { source, .. }) if api::status_code(&source) == Some(403) => {
+                    eprintln!(
+                        "wave: halts on config in namespace {ns} are unknown: listing its workloads is forbidden"
+                    );
+                }
+                Err(e) => return Err(e),
+            }
             self.listed.insert(ns);
-            more = true;
         }
         if more {
             self.halts = census_halts(&self.workloads);

@@ -750,12 +750,13 @@ async fn a_restore_that_fails_halfway_writes_back_what_it_restored_rolls_nothing
         note.contains("Restoring configmap") && note.contains("written back"),
         "{note}"
     );
-    assert_eq!(
-        level(&client, &ns, "app").await.as_deref(),
-        Some("v2"),
-        "app was written back"
-    );
-    assert_eq!(level(&client, &ns, "flags").await.as_deref(), Some("v2"));
+    // Between attempts (each restores app, fails on flags, and writes app back) both are on v2.
+    wait_for("app written back", TIMEOUT, || async {
+        let app = level(&client, &ns, "app").await;
+        let flags = level(&client, &ns, "flags").await;
+        (app.as_deref() == Some("v2") && flags.as_deref() == Some("v2")).then_some(())
+    })
+    .await;
     wait_for("the restore to be tried again", TIMEOUT, || async {
         (wave.metric("wave_reconcile_errors_total", &["error=\"config_history\""]) >= 2.0).then_some(())
     })

@@ -53,6 +53,19 @@ pub struct Restore<'a> {
     pub values: &'a BTreeMap<String, String>,
 }
 
+impl Restore<'_> {
+    /// Whether `content` is what this restore writes: each of its keys at its value and, when it
+    /// replaces the whole object, no other key. Tells whether a write whose answer was lost landed.
+    pub fn is_in(&self, content: &crate::hash::Content) -> bool {
+        let values_match = self.values.iter().all(|(key, b64)| {
+            STANDARD
+                .decode(b64)
+                .is_ok_and(|bytes| content.value(key) == Some(bytes.as_slice()))
+        });
+        values_match && (!self.whole || content.keys().all(|key| self.values.contains_key(key)))
+    }
+}
+
 /// What restoring `snapshot` writes, for a workload in `namespace` with `refs` (its template now: the one
 /// an undo went back to). Objects the snapshot does not hold (absent or ignored then) are left alone.
 pub fn restore_plan<'a>(namespace: &str, refs: &References, snapshot: &'a Snapshot) -> Vec<Restore<'a>> {

@@ -208,3 +208,40 @@ fn a_restore_never_writes_outside_the_workloads_namespace_even_for_a_matching_en
     );
     assert_eq!(restore_plan("ns", &refs, &snap), []);
 }
+
+#[test]
+fn a_restore_is_in_an_object_only_with_its_values_and_for_a_whole_one_no_other_key() {
+    use base64::Engine as _;
+    let b64 = |v: &str| base64::engine::general_purpose::STANDARD.encode(v);
+    let values = BTreeMap::from([("level".to_string(), b64("v1"))]);
+    let key = ConfigKey::new(ConfigKind::ConfigMap, "ns", "app");
+    let content = |pairs: &[(&str, &str)]| {
+        crate::hash::Content::new(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                .collect(),
+        )
+    };
+    let whole = Restore {
+        key: key.clone(),
+        whole: true,
+        values: &values,
+    };
+    let partial = Restore {
+        key,
+        whole: false,
+        values: &values,
+    };
+    assert!(whole.is_in(&content(&[("level", "v1")])));
+    assert!(!whole.is_in(&content(&[("level", "v2")])), "another value");
+    assert!(
+        !whole.is_in(&content(&[("level", "v1"), ("extra", "x")])),
+        "a key it removes"
+    );
+    assert!(
+        partial.is_in(&content(&[("level", "v1"), ("extra", "x")])),
+        "a key it keeps"
+    );
+    assert!(!partial.is_in(&content(&[("extra", "x")])), "its key missing");
+}

@@ -20,22 +20,24 @@
 //!   refused ─► Warning `ConfigRestoreRefused`, and the template is pinned instead
 //! ```
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use wave_core::hash::Fetched;
-use wave_core::history::{self, Restore, Snapshot};
+use wave_core::history::{self, CurrentObject, Restore, Snapshot};
 use wave_core::names::{action, reason};
-use wave_core::refs::{ConfigKey, References};
+use wave_core::refs::{ConfigKey, ConfigKind, References};
 use wave_core::tracker::ObjectVersion;
 use wave_core::undo::Pin;
 use wave_core::workload::Workload;
 
 use super::outcome::Outcome;
-use super::write::{self, ConfigWrite};
+use super::write::{self, ConfigWrite, Gated};
 use crate::api::{self, describe, is_conflict, status_code};
 use crate::error::ReconcileError;
 use crate::events::EventType;
 use crate::state::Context;
+use crate::state::bookkeeping::RESTORE_ATTEMPTS;
 
 /// How soon to look again for the revision a just-written hash creates.
 const REVISION_RECHECK: Duration = Duration::from_millis(500);
@@ -187,9 +189,49 @@ pub enum Restored {
     Stopped,
 }
 
+/// What one restore write came to.
+enum Wrote {
+    /// Written: the object is now at this version.
+    Version(ObjectVersion),
+    /// This replica may not write now.
+    NotWriting,
+    /// Someone else wrote the object first (409).
+    Changed,
+}
+
+/// Why a restore stopped part-way.
+enum Stop {
+    NotWriting,
+    Changed,
+    Failed(kube::Error),
+}
+
+/// Writes `restore` over `current`. A retry that meets 409 reads the object: when it holds what the
+/// restore writes, the first try landed (its answer was lost), else someone wrote it meanwhile.
+async fn write_one(
+    ctx: &Context,
+    restore: &Restore<'_>,
+    current: &CurrentObject,
+    gated: Gated,
+) -> Result<Wrote, kube::Error> {
+    let body = history::restore_patch(restore, current);
+    match write::config(ctx, &restore.key, &body, gated).await {
+        Ok(ConfigWrite::Written(version)) => Ok(Wrote::Version(version)),
+        Ok(ConfigWrite::Not(_)) => Ok(Wrote::NotWriting),
+        Ok(ConfigWrite::Unsure) => match api::fetch_content(&ctx.client, &restore.key, None).await? {
+            Some((meta, content)) if restore.is_in(&content) => Ok(Wrote::Version(ObjectVersion::of(&meta))),
+            _ => Ok(Wrote::Changed),
+        },
+        Err(e) if is_conflict(&e) => Ok(Wrote::Changed),
+        Err(e) => Err(e),
+    }
+}
+
 /// Writes back the objects of `written` (each at the version the restore made) to what they held
 /// before the restore: `fetched`, the content the undo was decided on. An object written since by
-/// someone else is left alone. Returns each object written back, at its new version.
+/// someone else is left alone. The write-backs skip the gate (`write::Gated::WriteBack`): guarded by
+/// the version wave wrote, they are safe, and must end even when this replica stops leading. Returns
+/// each object written back, at its new version.
 async fn roll_back(
     ctx: &Context,
     workload: &Workload,
@@ -207,45 +249,45 @@ async fn roll_back(
             Ok(Some(current)) if current.resource_version == ours.resource_version => current,
             Ok(_) => continue,
             Err(e) => {
-                tracing::warn!(workload = %workload.id, config = %restore.key, error = %describe(&e), "reading a restored object to write it back failed");
+                tracing::warn!(workload = %workload.id, config = %restore.key, code = ?status_code(&e), "reading a restored object to write it back failed");
                 continue;
             }
         };
-        let body = history::restore_patch(&restore, &current);
-        match write::config(ctx, &restore.key, &body).await {
-            Ok(ConfigWrite::Written(version)) => back.push((restore.key.clone(), version)),
-            Ok(ConfigWrite::Not(_)) => break,
+        match write_one(ctx, &restore, &current, Gated::WriteBack).await {
+            Ok(Wrote::Version(version)) => back.push((restore.key.clone(), version)),
+            Ok(_) => {}
             Err(e) => {
-                tracing::warn!(workload = %workload.id, config = %restore.key, error = %describe(&e), "writing back a restored object failed");
+                tracing::warn!(workload = %workload.id, config = %restore.key, code = ?status_code(&e), "writing back a restored object failed");
             }
         }
     }
     back
 }
 
-/// Says what a stopped restore wrote back, and what it could not.
-fn written_back(written: &[(ConfigKey, ObjectVersion)], back: &[(ConfigKey, ObjectVersion)]) -> String {
-    let left: Vec<String> = written
-        .iter()
-        .filter(|(key, _)| !back.iter().any(|(k, _)| k == key))
-        .map(|(key, _)| key.to_string())
-        .collect();
-    match (written.is_empty(), left.is_empty()) {
-        (true, _) => "nothing had been written".to_string(),
-        (false, true) => "what had been restored was written back".to_string(),
-        (false, false) => format!(
-            "what had been restored was written back, except {} (changed since, or the write-back failed)",
-            left.join(", ")
-        ),
+/// Says what a stopped restore wrote back, and what it left restored (`left`).
+fn written_back(written: &[(ConfigKey, ObjectVersion)], left: &[ConfigKey]) -> String {
+    if written.is_empty() {
+        return "nothing had been written".to_string();
     }
+    if left.is_empty() {
+        return "what had been restored was written back".to_string();
+    }
+    let left: Vec<String> = left.iter().map(ToString::to_string).collect();
+    format!(
+        "what had been restored was written back, except {} (changed since, or the write-back failed)",
+        left.join(", ")
+    )
 }
 
-/// Restores the config of the revision an undo went back to (`pin.hash`) from its snapshot.
+/// Restores the config of the revision an undo went back to (`pin.hash`) from its snapshot. `read` is
+/// the version of each object as the tracker showed it before `fetched` was read: only those versions
+/// are overwritten.
 pub async fn restore(
     ctx: &Context,
     workload: &Workload,
     refs: &References,
     fetched: &Fetched,
+    read: &BTreeMap<ConfigKey, ObjectVersion>,
     pin: &Pin,
 ) -> Result<Restored, ReconcileError> {
     let id = &workload.id;
@@ -259,6 +301,12 @@ pub async fn restore(
     if let Some(key) = history::foreign_config(&id.namespace, refs) {
         return Ok(Restored::Refused(format!(
             "the template reads {key}, in another namespace, and a restore writes only config in the workload's own namespace"
+        )));
+    }
+    if ctx.restore_failures.exhausted(id) {
+        ctx.restore_failures.forget(id);
+        return Ok(Restored::Refused(format!(
+            "restoring failed {RESTORE_ATTEMPTS} times in a row (each time, what had been restored was written back)"
         )));
     }
     let name = Snapshot::name(id, &pin.hash);
@@ -300,15 +348,14 @@ pub async fn restore(
         let current = api::current_config(&ctx.client, key)
             .await
             .map_err(fail(format!("reading {key}")))?;
-        let read = ctx.tracker().config(key).cloned();
         let refusal = match &current {
             None => Some(format!("{key} does not exist")),
             Some(c) if c.immutable => Some(format!("{key} is immutable")),
-            // What is written back on a failure, and what the decision hashed, is the version wave
-            // read: a newer one is config nobody has run, which the restore must not overwrite.
+            // What the undo was decided on, and what is written back on a failure, is the version
+            // read before the decision: a newer one is config nobody has run, never overwritten.
             Some(c)
                 if read
-                    .as_ref()
+                    .get(key)
                     .is_none_or(|v| v.resource_version != c.resource_version) =>
             {
                 Some(format!(
@@ -329,37 +376,65 @@ pub async fn restore(
     ctx.restores
         .begin(id, plan.iter().map(|r| r.key.clone()), Instant::now());
     for (restore, current) in plan.iter().zip(&currents) {
-        let body = history::restore_patch(restore, current);
-        let failure = match write::config(ctx, &restore.key, &body).await {
-            Ok(ConfigWrite::Written(version)) => {
-                ctx.restores.written(id, &restore.key, version.clone());
+        let failure = match write_one(ctx, restore, current, Gated::Yes).await {
+            Ok(Wrote::Version(version)) => {
+                ctx.restores
+                    .written(id, &restore.key, version.clone(), Instant::now());
                 written.push((restore.key.clone(), version));
                 restored.push(format!("{}/{}", restore.key.kind, restore.key.name));
                 continue;
             }
-            Ok(ConfigWrite::Not(_)) => None,
-            Err(e) => Some(e),
+            Ok(Wrote::NotWriting) => Stop::NotWriting,
+            Ok(Wrote::Changed) => Stop::Changed,
+            Err(e) => Stop::Failed(e),
         };
         // Stopped part-way: what was restored is written back, so no workload rolls to (and no pod
         // reads) a mix of the two versions.
         let back = roll_back(ctx, workload, refs, fetched, &written).await;
-        ctx.restores.rolled_back(id, &back, Instant::now());
-        let what = format!("restoring {}", restore.key);
+        let left: Vec<ConfigKey> = written
+            .iter()
+            .map(|(key, _)| key)
+            .filter(|key| !back.iter().any(|(k, _)| k == *key))
+            .cloned()
+            .collect();
+        ctx.restores.rolled_back(id, &back, &left, Instant::now());
+        let then = written_back(&written, &left);
+        let secret = restore.key.kind == ConfigKind::Secret;
         return match failure {
-            Some(e) if is_conflict(&e) => Ok(Restored::Refused(format!(
-                "{} changed during the restore, and its newer config is not overwritten; {}",
-                restore.key,
-                written_back(&written, &back)
+            Stop::Changed => Ok(Restored::Refused(format!(
+                "{} changed during the restore, and its newer config is not overwritten; {then}",
+                restore.key
             ))),
-            Some(e) => {
-                let then = format!("An undo's restore stopped: {}. ", written_back(&written, &back));
-                write::failed(ctx, workload, &format!("Restoring {}", restore.key), &e, &then);
-                Err(fail(what)(e))
+            Stop::Failed(e) if refused_for_good(&e) => {
+                let why = if secret {
+                    format!("the apiserver answered {}", status_code(&e).unwrap_or_default())
+                } else {
+                    describe(&e)
+                };
+                Ok(Restored::Refused(format!(
+                    "writing {} was refused ({why}); {then}",
+                    restore.key
+                )))
+            }
+            Stop::Failed(e) => {
+                ctx.restore_failures.failed(id);
+                let what = format!("Restoring {}", restore.key);
+                write::failed(
+                    ctx,
+                    workload,
+                    &what,
+                    &e,
+                    &format!("An undo's restore stopped: {then}. "),
+                    secret,
+                );
+                Err(fail(format!("restoring {}", restore.key))(e))
             }
             // The lease could not be confirmed: the undo is decided again shortly.
-            None => Ok(Restored::Stopped),
+            Stop::NotWriting => Ok(Restored::Stopped),
         };
     }
+    ctx.restore_failures.forget(id);
+    ctx.write_failures.forget(id);
     Ok(Restored::Done(format!(
         "Undo detected: restored {} from the config snapshot {name}, so the pods run the config hash {} they were released with.",
         if restored.is_empty() {

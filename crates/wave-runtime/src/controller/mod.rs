@@ -44,7 +44,7 @@ use crate::events::EventPublisher;
 use crate::metrics::Metrics;
 use crate::state::Context;
 use crate::state::bookkeeping::{
-    KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, ReloaderSightings, Restores,
+    KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, ReloaderSightings, RestoreFailures, Restores,
 };
 use crate::state::content::ContentCache;
 use crate::state::workqueue::WorkQueue;
@@ -138,6 +138,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         write_failures: Notes::default(),
         kept_snapshots: KeptSnapshots::default(),
         restores: Restores::default(),
+        restore_failures: RestoreFailures::default(),
         liveness: Liveness::default(),
         reloader_seen: Mutex::default(),
         reloader_sightings: ReloaderSightings::new(metrics.reloader_running.clone()),
@@ -276,6 +277,7 @@ async fn route(ctx: Arc<Context>, mut changes: tokio::sync::mpsc::Receiver<(Inst
             ctx.pacer().deleted(id);
             ctx.known_hashes.forget(id);
             ctx.kept_snapshots.forget(id);
+            ctx.restore_failures.forget(id);
             ctx.legacy_reports.forget(id);
             ctx.reloader_seen().forget(id);
         }

@@ -18,13 +18,15 @@
 //!              409 ⇒ re-read the workload and re-plan at once
 //! ```
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use wave_core::decide::{self, Decision, Rolled, Situation, UndoAction};
 use wave_core::hash::{Fetched, missing_message};
 use wave_core::names::{self, action, reason};
 use wave_core::plan::{self, GateReason, Write};
-use wave_core::refs::References;
+use wave_core::refs::{ConfigKey, References};
+use wave_core::tracker::ObjectVersion;
 use wave_core::undo::{self, Pin};
 use wave_core::workload::{Workload, WorkloadRef};
 
@@ -134,6 +136,16 @@ async fn plan_and_write(
             // Planned now, it could hash half-restored config and roll to it (`Restores`).
             return Ok(Outcome::Waiting(RESTORE_RECHECK));
         }
+        // The versions before the content is read: a restore overwrites only these (`history::restore`).
+        let read = if wave_core::history::restores_config(&workload) {
+            let tracker = ctx.tracker();
+            refs.keys()
+                .into_iter()
+                .filter_map(|key| Some((key.clone(), tracker.config(&key)?.clone())))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
         let fetched = ctx.content.resolve(&refs, &ctx.tracker).await?;
         memory::observe_data_changes(ctx);
         let policy = plan::Policy {
@@ -191,7 +203,7 @@ async fn plan_and_write(
                     workload = fresh;
                     continue;
                 }
-                match undo(ctx, &workload, &refs, &fetched, &pin, action).await? {
+                match undo(ctx, &workload, &refs, &fetched, &read, &pin, action).await? {
                     Some(outcome) => return Ok(outcome),
                     None => match conflicts.reread(ctx).await? {
                         Some(fresh) => workload = fresh,
@@ -248,6 +260,7 @@ async fn undo(
     workload: &Workload,
     refs: &References,
     fetched: &Fetched,
+    read: &BTreeMap<ConfigKey, ObjectVersion>,
     pin: &Pin,
     action: UndoAction,
 ) -> Result<Option<Outcome>, ReconcileError> {
@@ -256,7 +269,7 @@ async fn undo(
         return Ok(Some(outcome));
     }
     let refused = match action {
-        UndoAction::Restore => match history::restore(ctx, workload, refs, fetched, pin).await? {
+        UndoAction::Restore => match history::restore(ctx, workload, refs, fetched, read, pin).await? {
             history::Restored::Done(note) => {
                 tracing::info!(workload = %id, reason = reason::CONFIG_RESTORED, "{note}");
                 ctx.events.publish(

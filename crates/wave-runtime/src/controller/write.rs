@@ -1,6 +1,7 @@
 //! The one writer: every path that writes (a reconcile's hash, a Reloader reload or pause, a failure
-//! record, an undo's pin, the mark of released pods, Wave v0.6's leftovers, history's snapshots and
-//! restores) asks it whether this replica may write, and writes workloads through it.
+//! record, an undo's pin, the pods a released gate held, Wave v0.6's leftovers, history's snapshots and
+//! restores) asks it whether this replica may write, and writes workloads and restored config through
+//! it.
 //!
 //! ```text
 //! gate: leader? ─► lease confirmed (lease::LeaseCheck)? ─► write
@@ -8,11 +9,13 @@
 //!        unconfirmed, or the Lease read failed ─► LeaseUnconfirmed (kept; asked again in 250 ms)
 //! workload: token (rollouts only) ─► gate ─► PATCH as field manager `wave`, guarded by resourceVersion
 //!        200 ─► Written (a failure noted earlier is forgotten)
-//!        404 ─► Gone        409 ─► Conflict: `Conflicts` re-reads, the caller re-plans (at most 5 times)
+//!        404 ─► Gone        409 ─► Conflict: `Conflicts` re-reads, the caller re-plans (5 writes at most)
 //!        else ─► one WriteFailed Warning per workload and kind of failure, and an error: the reconcile
 //!                is retried with backoff (`outcome::retry_after`)
 //! config (a restore): gate ─► PATCH, guarded by resourceVersion; 429, 5xx or no answer ─► twice more
-//!        within a second (gated again each time), so one blip does not undo a whole restore
+//!        within a second (gated again each time), so one blip does not undo a whole restore; a 409 on
+//!        a retry is `Unsure` (the first try may have landed: the caller reads the object to know).
+//!        A write-back of wave's own restore skips the gate: it is guarded by the version wave wrote.
 //! ```
 
 use std::sync::Arc;
@@ -79,8 +82,6 @@ pub enum What {
     FailureRecord,
     /// An undo's pin.
     Pin,
-    /// The removal of the mark of pods a released gate held.
-    HeldPodsMark,
 }
 
 impl What {
@@ -91,7 +92,6 @@ impl What {
             What::Resume => "Ending the reload's pause",
             What::FailureRecord => "Recording a failed rollout",
             What::Pin => "Pinning the undo",
-            What::HeldPodsMark => "Ending the scheduling gate's hold",
         }
     }
 
@@ -152,7 +152,7 @@ pub async fn patch(
         Err(e) if is_not_found(&e) => Ok(Patched::Not(Outcome::Gone)),
         Err(e) if is_conflict(&e) => Ok(Patched::Conflict),
         Err(source) => {
-            failed(ctx, workload, what.words(), &source, "");
+            failed(ctx, workload, what.words(), &source, "", false);
             Err(ReconcileError::PatchWorkload {
                 workload: id.clone(),
                 source: Box::new(source),
@@ -164,16 +164,24 @@ pub async fn patch(
 /// One `WriteFailed` Warning per workload and kind of failure (a 429 or 5xx repeats while the
 /// reconcile backs off; the Warning does not), until a write of it succeeds. `what` is the write in
 /// words, capitalised (`Writing the config hash`, `Restoring configmap ns/app`); `then` is what became
-/// of it.
-pub fn failed(ctx: &Context, workload: &Workload, what: &str, error: &kube::Error, then: &str) {
-    let kind = match status_code(error) {
-        Some(code) => format!("{what}: {code}"),
-        None => format!("{what}: no answer"),
+/// of it. The apiserver's message is quoted unless `secret`: a policy's message about a Secret write
+/// may quote what was written, and an Event is read by more people than the Secret.
+pub fn failed(ctx: &Context, workload: &Workload, what: &str, error: &kube::Error, then: &str, secret: bool) {
+    let code = match status_code(error) {
+        Some(code) => code.to_string(),
+        None => "no answer".to_string(),
     };
-    if ctx.write_failures.report(&workload.id, &kind) {
-        let note = format!(
-            "{what} failed: {}. {then}wave retries with backoff; this Warning is not repeated while it fails the same way.",
+    if ctx
+        .write_failures
+        .report(&workload.id, &format!("{what}: {code}"))
+    {
+        let why = if secret {
+            format!("the apiserver answered {code} (its message is not quoted: it may quote the Secret)")
+        } else {
             describe(error)
+        };
+        let note = format!(
+            "{what} failed: {why}. {then}wave retries with backoff; this Warning is not repeated while it fails the same way."
         );
         tracing::warn!(workload = %workload.id, "{note}");
         ctx.events.publish(
@@ -249,8 +257,21 @@ pub fn is_passing(e: &kube::Error) -> bool {
 pub enum ConfigWrite {
     /// Written: the object is now at this version.
     Written(ObjectVersion),
+    /// A retry met 409 Conflict: the first try may have landed with its answer lost, or someone
+    /// wrote the object. The caller reads it to know which.
+    Unsure,
     /// Not written, and no error: this replica may not write now.
     Not(Outcome),
+}
+
+/// Whether a config write asks the gate first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gated {
+    /// Yes: any write wave decided.
+    Yes,
+    /// No: a write-back of wave's own restore, guarded by the version wave wrote, which must end even
+    /// when this replica stops leading part-way (the next leader could not finish it).
+    WriteBack,
 }
 
 /// Writes `body` (a merge patch guarded by resourceVersion) to config object `key`: the gate, the
@@ -259,18 +280,25 @@ pub async fn config(
     ctx: &Context,
     key: &ConfigKey,
     body: &serde_json::Value,
+    gated: Gated,
 ) -> Result<ConfigWrite, kube::Error> {
     let mut retries = CONFIG_RETRIES.iter();
+    let mut retried = false;
     loop {
-        if let Err(outcome) = gate(ctx).await {
+        if gated == Gated::Yes
+            && let Err(outcome) = gate(ctx).await
+        {
             return Ok(ConfigWrite::Not(outcome));
         }
         match api::patch_config(&ctx.client, key, body).await {
             Ok(version) => return Ok(ConfigWrite::Written(version)),
+            Err(e) if retried && is_conflict(&e) => return Ok(ConfigWrite::Unsure),
             Err(e) if is_passing(&e) => match retries.next() {
                 Some(wait) => {
-                    tracing::debug!(config = %key, error = %describe(&e), ?wait, "config write failed; trying again");
+                    // The code only: the message of a refused Secret write may quote it.
+                    tracing::debug!(config = %key, code = ?status_code(&e), ?wait, "config write failed; trying again");
                     tokio::time::sleep(*wait).await;
+                    retried = true;
                 }
                 None => return Err(e),
             },

@@ -387,23 +387,33 @@ impl Restores {
         lock(&self.0).insert(id.clone(), (restore, now + RESTORE_SEEN_WITHIN));
     }
 
-    /// `id`'s restore wrote `key`, which is now at `version`.
-    pub fn written(&self, id: &WorkloadRef, key: &ConfigKey, version: ObjectVersion) {
-        if let Some((restore, _)) = lock(&self.0).get_mut(id) {
+    /// `id`'s restore wrote `key`, which is now at `version`: the wait is counted from the last write
+    /// (a slow write must not end it before the watches could show the rest).
+    pub fn written(&self, id: &WorkloadRef, key: &ConfigKey, version: ObjectVersion, now: Instant) {
+        if let Some((restore, until)) = lock(&self.0).get_mut(id) {
             restore.written(key, version);
+            *until = now + RESTORE_SEEN_WITHIN;
         }
     }
 
     /// `id`'s restore stopped part-way and wrote back what it had restored (`back`: each object at the
-    /// version its write-back produced). Workloads using those objects wait until the watches show
-    /// them written back, so none rolls to the half-restored mix; nothing else is waited for.
-    pub fn rolled_back(&self, id: &WorkloadRef, back: &[(ConfigKey, ObjectVersion)], now: Instant) {
+    /// version its write-back produced; `left`: restored objects it could not write back). Workloads
+    /// using those objects wait until the watches show them written back, so none rolls to the
+    /// half-restored mix; for one left restored they wait the whole bound.
+    pub fn rolled_back(
+        &self,
+        id: &WorkloadRef,
+        back: &[(ConfigKey, ObjectVersion)],
+        left: &[ConfigKey],
+        now: Instant,
+    ) {
         let mut all = lock(&self.0);
-        if back.is_empty() {
+        if back.is_empty() && left.is_empty() {
             all.remove(id);
             return;
         }
-        let mut restore = RestoreInFlight::new(back.iter().map(|(key, _)| key.clone()));
+        let keys = back.iter().map(|(key, _)| key).chain(left).cloned();
+        let mut restore = RestoreInFlight::new(keys);
         for (key, version) in back {
             restore.written(key, version.clone());
         }
@@ -419,6 +429,32 @@ impl Restores {
         }
         all.retain(|_, (restore, until)| now < *until && !restore.seen(tracker));
         all.values().any(|(restore, _)| restore.touches(refs))
+    }
+}
+
+/// Restores that failed in a row, per workload. After [`RESTORE_ATTEMPTS`] an undo pins instead: each
+/// failed attempt writes its objects twice (the restore, the write-back), which must not go on without
+/// end (nor make them look like flapping config).
+#[derive(Default)]
+pub struct RestoreFailures(Mutex<HashMap<WorkloadRef, u32>>);
+
+/// How many restores of one undo are tried before it pins instead.
+pub const RESTORE_ATTEMPTS: u32 = 4;
+
+impl RestoreFailures {
+    /// Whether `id`'s restores failed [`RESTORE_ATTEMPTS`] times in a row.
+    pub fn exhausted(&self, id: &WorkloadRef) -> bool {
+        lock(&self.0).get(id).is_some_and(|n| *n >= RESTORE_ATTEMPTS)
+    }
+
+    /// `id`'s restore failed once more.
+    pub fn failed(&self, id: &WorkloadRef) {
+        *lock(&self.0).entry(id.clone()).or_default() += 1;
+    }
+
+    /// `id`'s restore ended (done, refused, or the workload went): the count starts again.
+    pub fn forget(&self, id: &WorkloadRef) {
+        lock(&self.0).remove(id);
     }
 }
 
@@ -478,7 +514,7 @@ mod restores_tests {
         assert!(!restores.pending(&uses_app(), &watched("1"), now), "no restore");
 
         restores.begin(&id, [app()], now);
-        restores.written(&id, &app(), version("2"));
+        restores.written(&id, &app(), version("2"), now);
         assert!(restores.pending(&uses_app(), &watched("1"), now));
         assert!(!restores.pending(&uses_app(), &watched("2"), now), "seen");
         assert!(
@@ -487,15 +523,15 @@ mod restores_tests {
         );
 
         restores.begin(&id, [app()], now);
-        restores.rolled_back(&id, &[], now);
+        restores.rolled_back(&id, &[], &[], now);
         assert!(
             !restores.pending(&uses_app(), &watched("1"), now),
             "stopped before any write: nothing to wait for"
         );
 
         restores.begin(&id, [app()], now);
-        restores.written(&id, &app(), version("2"));
-        restores.rolled_back(&id, &[(app(), version("3"))], now);
+        restores.written(&id, &app(), version("2"), now);
+        restores.rolled_back(&id, &[(app(), version("3"))], &[], now);
         assert!(
             restores.pending(&uses_app(), &watched("2"), now),
             "the half-restored version is never planned from"

@@ -30,7 +30,7 @@ use wave_core::tracker::Tracker;
 use wave_core::workload::{Workload, WorkloadRef};
 
 use self::bookkeeping::{
-    KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, ReloaderSightings, Restores,
+    KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, ReloaderSightings, RestoreFailures, Restores,
 };
 use self::content::ContentCache;
 use self::health::WatchHealth;
@@ -96,6 +96,8 @@ pub struct Context {
     pub kept_snapshots: KeptSnapshots,
     /// Restores the watches have not shown whole yet.
     pub restores: Restores,
+    /// Restores that failed in a row, per workload.
+    pub restore_failures: RestoreFailures,
     /// The essential tasks, for `/livez`.
     pub liveness: Liveness,
     /// For workloads opted in through Reloader's annotations: the SHA-1s wave last saw.
