@@ -406,11 +406,7 @@ pub async fn restore(
                 restore.key
             ))),
             Stop::Failed(e) if refused_for_good(&e) => {
-                let why = if secret {
-                    format!("the apiserver answered {}", status_code(&e).unwrap_or_default())
-                } else {
-                    describe(&e)
-                };
+                let why = write::reason(&e, secret);
                 Ok(Restored::Refused(format!(
                     "writing {} was refused ({why}); {then}",
                     restore.key

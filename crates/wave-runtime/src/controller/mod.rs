@@ -234,7 +234,6 @@ async fn read(
 /// Applies every watch event to the tracker and enqueues what it wakes.
 async fn route(ctx: Arc<Context>, mut changes: tokio::sync::mpsc::Receiver<(Instant, Change)>) {
     while let Some((arrived, change)) = changes.recv().await {
-        let seen = Instant::now();
         let mut fx = {
             let mut tracker = ctx.tracker_mut();
             let fx = tracker.apply(change);
@@ -282,7 +281,7 @@ async fn route(ctx: Arc<Context>, mut changes: tokio::sync::mpsc::Receiver<(Inst
             ctx.reloader_seen().forget(id);
         }
         for key in &fx.changed_configs {
-            memory::observe_change(&ctx, key, seen);
+            memory::observe_change(&ctx, key, arrived);
         }
         if fx.became_ready {
             tracing::info!(
@@ -307,7 +306,8 @@ async fn route(ctx: Arc<Context>, mut changes: tokio::sync::mpsc::Receiver<(Inst
         if fx.config_triggered {
             ctx.metrics.config_triggers.inc_by(fx.enqueue.len() as u64);
         }
-        let triggered = fx.config_triggered.then_some(seen);
+        // From its arrival: the time it waited behind other events counts in the change's latency.
+        let triggered = fx.config_triggered.then_some(arrived);
         for id in fx.enqueue {
             ctx.queue.add(id, triggered);
         }

@@ -161,11 +161,23 @@ pub async fn patch(
     }
 }
 
+/// Why a write failed, in words for an Event: the apiserver's message, unless the write was of a
+/// Secret (`secret`): a policy's message about a Secret write may quote what was written, and an Event
+/// is read by more people than the Secret, so then only its status code.
+pub fn reason(error: &kube::Error, secret: bool) -> String {
+    match (secret, status_code(error)) {
+        (false, _) => describe(error),
+        (true, Some(code)) => {
+            format!("the apiserver answered {code} (its message is not quoted: it may quote the Secret)")
+        }
+        (true, None) => "the apiserver did not answer".to_string(),
+    }
+}
+
 /// One `WriteFailed` Warning per workload and kind of failure (a 429 or 5xx repeats while the
 /// reconcile backs off; the Warning does not), until a write of it succeeds. `what` is the write in
 /// words, capitalised (`Writing the config hash`, `Restoring configmap ns/app`); `then` is what became
-/// of it. The apiserver's message is quoted unless `secret`: a policy's message about a Secret write
-/// may quote what was written, and an Event is read by more people than the Secret.
+/// of it. The apiserver's message is quoted unless `secret` ([`reason`]).
 pub fn failed(ctx: &Context, workload: &Workload, what: &str, error: &kube::Error, then: &str, secret: bool) {
     let code = match status_code(error) {
         Some(code) => code.to_string(),
@@ -175,11 +187,7 @@ pub fn failed(ctx: &Context, workload: &Workload, what: &str, error: &kube::Erro
         .write_failures
         .report(&workload.id, &format!("{what}: {code}"))
     {
-        let why = if secret {
-            format!("the apiserver answered {code} (its message is not quoted: it may quote the Secret)")
-        } else {
-            describe(error)
-        };
+        let why = reason(error, secret);
         let note = format!(
             "{what} failed: {why}. {then}wave retries with backoff; this Warning is not repeated while it fails the same way."
         );
@@ -246,7 +254,7 @@ impl Conflicts {
 const CONFIG_RETRIES: [Duration; 2] = [Duration::from_millis(200), Duration::from_millis(600)];
 
 /// Whether `e` may pass by itself: the apiserver was busy (429), failed (5xx), or did not answer.
-pub fn is_passing(e: &kube::Error) -> bool {
+fn is_passing(e: &kube::Error) -> bool {
     match status_code(e) {
         Some(code) => code == 429 || code >= 500,
         None => !matches!(e, kube::Error::SerdeError(_)),
