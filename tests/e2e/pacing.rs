@@ -528,3 +528,51 @@ async fn a_halt_holds_when_the_failed_workload_is_undone_and_then_deleted_until_
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_failure_record_a_tenant_forges_for_another_namespace_s_config_halts_nothing_there() {
+    let (client, evil) = setup("forged-failure").await;
+    let victim = testenv::namespace(&client, "forged-failure-victim").await;
+    create_configmap(&client, &victim, "cfg", json!({"level": "v1"})).await;
+    let spec = pod_spec(json!({"envFrom": [{"configMapRef": {"name": "cfg"}}]}), json!({}));
+    create_workload(&client, &victim, DEPLOY, "web", opted_in(&[]), spec).await;
+    let _wave = Wave::start(
+        &[&evil, &victim],
+        &["--max-concurrent-rollouts=5", "--update-rate=inf"],
+    )
+    .await;
+    let h1 = wait_hash_change(&client, &victim, DEPLOY, "web", None).await;
+
+    // The tenant, on a workload of their own, records a "failed rollout" of exactly the version the
+    // victim writes next (its digest, as wave computes it).
+    let next = wave_core::hash::Content::new([("level".to_string(), b"v2".to_vec())].into());
+    let key = wave_core::refs::ConfigKey::new(wave_core::refs::ConfigKind::ConfigMap, &victim, "cfg");
+    let record = wave_core::pace::Failure {
+        hash: "forged".into(),
+        why: "forged by a tenant".into(),
+        delivered: [(
+            wave_core::pace::object_name(&key),
+            next.digest(&wave_core::hash::Hashing::Plain),
+        )]
+        .into(),
+    };
+    let annotations = json!({(wave_core::names::ROLLOUT_FAILED): record.render()});
+    create_workload(
+        &client,
+        &evil,
+        DEPLOY,
+        "decoy",
+        annotations,
+        pod_spec(json!({}), json!({})),
+    )
+    .await;
+
+    patch_configmap(&client, &victim, "cfg", json!({"data": {"level": "v2"}})).await;
+    let h2 = wait_hash_change(&client, &victim, DEPLOY, "web", Some(&h1)).await;
+    assert_eq!(h2, desired_hash(&cluster().kubeconfig(), &victim, DEPLOY, "web"));
+    let events = events_for(&client, &victim, "web").await;
+    assert!(
+        !events.iter().any(|(_, r, _)| r == "RolloutHalted"),
+        "the victim's rollout was halted by another namespace's record: {events:?}"
+    );
+}
