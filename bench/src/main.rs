@@ -37,7 +37,7 @@ use serde_json::json;
 use harness::Limits;
 use harness::controller::{self, Binaries};
 use harness::population::Population;
-use scenarios::{Context, Figures, REGISTRY, Run, When};
+use scenarios::{Context, Figures, Part, REGISTRY, Run, When};
 
 /// Sizes and where to write. The defaults are the published run; `--smoke` is a tiny one for CI.
 #[derive(Clone, Debug, Parser)]
@@ -139,8 +139,11 @@ pub struct Args {
     #[arg(long, default_value_t = 30)]
     pub loadtest_seconds: u64,
     /// Run only S6, S7 and S8 (with `--out` elsewhere, so the published results stay whole).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "latency_only")]
     pub safety_only: bool,
+    /// Run only S1 and S3 (with `--out` elsewhere): to compare two wave binaries, say.
+    #[arg(long)]
+    pub latency_only: bool,
     /// S2/S4: the idle window, in seconds; steady RSS is the median of its last 2 minutes.
     #[arg(long, default_value_t = 300)]
     pub idle_seconds: u64,
@@ -225,13 +228,28 @@ impl Args {
             self.pacing_limit = 10;
             self.loadtest_seconds = 1;
         }
-        if self.safety_only {
-            self.deployments = 0;
-            self.updates = 0;
-            self.fanout = 0;
-            self.chaos_seconds = 0;
+        match self.part() {
+            Some(Part::Safety) => {
+                self.deployments = 0;
+                self.updates = 0;
+                self.fanout = 0;
+                self.chaos_seconds = 0;
+            }
+            Some(Part::Latency) => self.chaos_seconds = 0,
+            None => {}
         }
         self
+    }
+
+    /// The part of the round run alone, if one is.
+    fn part(&self) -> Option<Part> {
+        if self.safety_only {
+            Some(Part::Safety)
+        } else if self.latency_only {
+            Some(Part::Latency)
+        } else {
+            None
+        }
     }
 }
 
@@ -298,9 +316,10 @@ fn sizes(args: &Args) -> scenarios::Sizes {
     }
 }
 
-/// The sizes as the results file records them.
+/// The sizes as the results file records them (`latency_only` only when set, so that files written
+/// before it existed still combine with a full run's).
 fn recorded_sizes(args: &Args) -> serde_json::Value {
-    json!({
+    let mut sizes = json!({
         "namespaces": args.namespaces, "deployments": args.deployments, "updates": args.updates,
         "unreferenced_secrets": args.unreferenced, "payload_kib": args.payload_kib,
         "fanout": args.fanout, "storm_deployments": args.storm_deployments,
@@ -311,7 +330,11 @@ fn recorded_sizes(args: &Args) -> serde_json::Value {
         "bad_deployments": args.bad_deployments, "bad_pacing": args.bad_pacing,
         "safety_only": args.safety_only, "repeat": args.repeat,
         "restart_trials": args.restart_trials, "defaults_pass": !args.skip_defaults_pass,
-    })
+    });
+    if args.latency_only {
+        sizes["latency_only"] = json!(true);
+    }
+    sizes
 }
 
 /// The scenarios that `--*-only` flags run alone, as the flag and the scenario's registry name.
@@ -451,7 +474,7 @@ async fn main() {
         eprintln!("skipping {s}");
     }
     let profiles = &ctx.profiles;
-    let steps = scenarios::round_steps(args.safety_only);
+    let steps = scenarios::round_steps(args.part());
     let mut results: Vec<(&'static str, Vec<scenarios::ControllerResult>)> =
         profiles.iter().map(|p| (p.name, Vec::new())).collect();
     for round in 0..args.repeat {
@@ -499,7 +522,7 @@ async fn main() {
     }
     let report = report::Report::new(
         recorded_sizes(&args),
-        args.safety_only,
+        args.part(),
         &ctx.profiles,
         results,
         chaos,

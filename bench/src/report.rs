@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::harness::controller::{self, Profile};
 use crate::harness::stats::median;
-use crate::scenarios::ControllerResult;
+use crate::scenarios::{ControllerResult, Part};
 use crate::scenarios::chaos::ChaosResult;
 
 /// S9's sizes: a combined report takes them from the one file that holds S9.
@@ -38,8 +38,8 @@ pub struct Report {
     /// `--combine`: the results files this report was made from (file name, commit, date, rounds).
     sources: Vec<Value>,
     chaos: Option<ChaosResult>,
-    /// `--safety-only`: only S6–S8 were run.
-    safety_only: bool,
+    /// `--safety-only` or `--latency-only`: only that part of the round was run.
+    part: Option<Part>,
 }
 
 /// One figure over the rounds.
@@ -90,7 +90,7 @@ impl Report {
     /// A run's report: `sizes` are the run's sizes as the results file records them.
     pub fn new(
         sizes: serde_json::Value,
-        safety_only: bool,
+        part: Option<Part>,
         profiles: &[Profile],
         results: Vec<(&'static str, Vec<ControllerResult>)>,
         chaos: Option<ChaosResult>,
@@ -110,7 +110,7 @@ impl Report {
                 .collect(),
             sources: Vec::new(),
             chaos,
-            safety_only,
+            part,
         }
     }
 
@@ -140,10 +140,11 @@ impl Report {
                     ),
                 ];
                 let missing = missing.iter().filter(|(what, _)| {
-                    !self.safety_only
-                        || what.starts_with("S6")
-                        || what.starts_with("S7")
-                        || what.starts_with("S8")
+                    self.part.is_none_or(|p| {
+                        p.scenarios()
+                            .iter()
+                            .any(|s| what.split(' ').next() == Some(s))
+                    })
                 });
                 if let Some((what, _)) = missing.clone().find(|(_, m)| *m) {
                     return Err(format!("{name} (round {}): no {what}", round + 1));
@@ -356,7 +357,13 @@ impl Report {
             commit: commits.join("+"),
             machine: first["machine"].as_str().unwrap_or("unknown").to_string(),
             date,
-            safety_only: sizes["safety_only"].as_bool().unwrap_or(false),
+            part: if sizes["safety_only"].as_bool().unwrap_or(false) {
+                Some(Part::Safety)
+            } else if sizes["latency_only"].as_bool().unwrap_or(false) {
+                Some(Part::Latency)
+            } else {
+                None
+            },
             sizes,
             versions,
             results,
@@ -373,7 +380,7 @@ impl Report {
         let text = serde_json::to_string_pretty(&self.json())? + "\n";
         let dated = out.join(format!("{}-{}.json", self.date, self.commit));
         std::fs::write(&dated, &text)?;
-        if self.results.len() < 3 || self.safety_only || smoke {
+        if self.results.len() < 3 || self.part.is_some() || smoke {
             eprintln!("latest.json and latest.png kept: not a full run with both peers");
             return Ok(dated);
         }
@@ -498,8 +505,8 @@ impl Report {
             "S3 changed".into(),
             &defaults(|d| d.s3.changed as f64),
         );
-        if self.safety_only {
-            rows.retain(|r| ["S6", "S7", "S8"].contains(&r.scenario));
+        if let Some(part) = self.part {
+            rows.retain(|r| part.scenarios().contains(&r.scenario));
         }
         rows.retain(|r| r.values.iter().any(|v| v.rounds > 0));
         rows
@@ -854,7 +861,7 @@ mod tests {
             fixed_limits: Vec::new(),
             sources: Vec::new(),
             chaos: None,
-            safety_only: false,
+            part: None,
         }
     }
 

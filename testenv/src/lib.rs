@@ -428,10 +428,22 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
-/// A free TCP port on 127.0.0.1 (released before returning; racy by nature).
+/// A free TCP port on 127.0.0.1, never one this process has handed out before.
+///
+/// The port is released before returning, so another process may still take it; but the kernel also
+/// hands a just-released port out again, and two tests (or the health and webhook ports of one wave)
+/// were given the same one. Remembering every port handed out closes that race inside the process.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        if handed_out.insert(port) {
+            return port;
+        }
+    }
 }

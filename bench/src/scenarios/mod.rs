@@ -48,8 +48,11 @@ pub struct Scenario {
 /// Where and when a scenario runs.
 pub enum Run {
     /// A step of every controller's round, on the round's control plane, in the table's order.
-    /// `safety`: also under `--safety-only`.
-    Round { step: round::Step, safety: bool },
+    /// `parts`: the parts of the round that run it alone (`--safety-only`, `--latency-only`).
+    Round {
+        step: round::Step,
+        parts: &'static [Part],
+    },
     /// On control planes of its own.
     Own {
         run: OwnRun,
@@ -57,6 +60,25 @@ pub enum Run {
         /// The controllers it cannot run without, and what to set when one is missing.
         needs: Option<(&'static [&'static str], &'static str)>,
     },
+}
+
+/// A part of the round run alone, with the start-up before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// `--safety-only`: S6, S7 and S8.
+    Safety,
+    /// `--latency-only`: S1 and S3.
+    Latency,
+}
+
+impl Part {
+    /// The scenarios whose figures the part gives (as the report names them).
+    pub fn scenarios(self) -> &'static [&'static str] {
+        match self {
+            Part::Safety => &["S6", "S7", "S8"],
+            Part::Latency => &["S1", "S3"],
+        }
+    }
 }
 
 /// When a scenario with control planes of its own runs.
@@ -169,7 +191,7 @@ pub static REGISTRY: &[Scenario] = &[
         measures: "API cost at start-up: requests until ready and every workload hashed",
         run: Run::Round {
             step: round::startup,
-            safety: true,
+            parts: &[Part::Safety, Part::Latency],
         },
     },
     Scenario {
@@ -177,7 +199,7 @@ pub static REGISTRY: &[Scenario] = &[
         measures: "latency of one change at a time (and S4's cost per change); fan-out of one Secret",
         run: Run::Round {
             step: round::spread,
-            safety: false,
+            parts: &[Part::Latency],
         },
     },
     Scenario {
@@ -185,7 +207,7 @@ pub static REGISTRY: &[Scenario] = &[
         measures: "a storm: rollouts from changes in a burst",
         run: Run::Round {
             step: round::storm,
-            safety: true,
+            parts: &[Part::Safety],
         },
     },
     Scenario {
@@ -193,7 +215,7 @@ pub static REGISTRY: &[Scenario] = &[
         measures: "flapping: rollouts from a change every second",
         run: Run::Round {
             step: round::flap,
-            safety: true,
+            parts: &[Part::Safety],
         },
     },
     Scenario {
@@ -201,7 +223,7 @@ pub static REGISTRY: &[Scenario] = &[
         measures: "bad config: Deployments rolled onto it and left broken",
         run: Run::Round {
             step: round::bad_config,
-            safety: true,
+            parts: &[Part::Safety],
         },
     },
     Scenario {
@@ -209,7 +231,7 @@ pub static REGISTRY: &[Scenario] = &[
         measures: "S1 and S3 at the shipped defaults (first round), or S8's held-back writes",
         run: Run::Round {
             step: round::defaults,
-            safety: false,
+            parts: &[],
         },
     },
     Scenario {
@@ -217,7 +239,7 @@ pub static REGISTRY: &[Scenario] = &[
         measures: "memory with unreferenced Secrets per payload size; a restart; S4 idle",
         run: Run::Round {
             step: round::memory,
-            safety: false,
+            parts: &[],
         },
     },
     Scenario {
@@ -225,7 +247,7 @@ pub static REGISTRY: &[Scenario] = &[
         measures: "apiserver restarts: time from /readyz to a change handled",
         run: Run::Round {
             step: round::apiserver_restart,
-            safety: false,
+            parts: &[],
         },
     },
     Scenario {
@@ -311,15 +333,16 @@ pub static REGISTRY: &[Scenario] = &[
     },
 ];
 
-/// The round's steps, in the registry's order; under `--safety-only`, only those marked for it.
-pub fn round_steps(safety_only: bool) -> Vec<round::Step> {
-    REGISTRY
-        .iter()
-        .filter_map(|s| match s.run {
-            Run::Round { step, safety } if safety || !safety_only => Some(step),
-            _ => None,
-        })
-        .collect()
+/// The round's steps, in the registry's order; of a part run alone, only those marked for it.
+pub fn round_steps(part: Option<Part>) -> Vec<round::Step> {
+    round_scenarios(part).map(|(_, step)| step).collect()
+}
+
+fn round_scenarios(part: Option<Part>) -> impl Iterator<Item = (&'static str, round::Step)> {
+    REGISTRY.iter().filter_map(move |s| match s.run {
+        Run::Round { step, parts } if part.is_none_or(|p| parts.contains(&p)) => Some((s.id, step)),
+        _ => None,
+    })
 }
 
 /// The scenario named `id`.
@@ -345,20 +368,15 @@ mod tests {
     }
 
     #[test]
-    fn safety_only_runs_the_start_up_and_the_churn_and_bad_config_steps() {
-        let ids = |safety_only: bool| -> Vec<&str> {
-            REGISTRY
-                .iter()
-                .filter(|s| matches!(s.run, Run::Round { safety, .. } if safety || !safety_only))
-                .map(|s| s.id)
-                .collect()
-        };
-        assert_eq!(ids(true), ["S4", "S6", "S7", "S8"]);
+    fn a_part_run_alone_runs_the_start_up_and_its_own_steps() {
+        let ids = |part| round_scenarios(part).map(|(id, _)| id).collect::<Vec<_>>();
+        assert_eq!(ids(Some(Part::Safety)), ["S4", "S6", "S7", "S8"]);
+        assert_eq!(ids(Some(Part::Latency)), ["S4", "S1, S3"]);
         assert_eq!(
-            ids(false),
+            ids(None),
             ["S4", "S1, S3", "S6", "S7", "S8", "defaults", "S2, S5", "S11"]
         );
-        assert_eq!(round_steps(true).len(), 4);
+        assert_eq!(round_steps(Some(Part::Latency)).len(), 2);
     }
 
     #[test]
