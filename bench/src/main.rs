@@ -520,13 +520,7 @@ async fn main() {
             }
         }
     }
-    let report = report::Report::new(
-        recorded_sizes(&args),
-        args.part(),
-        &ctx.profiles,
-        results,
-        chaos,
-    );
+    let report = report::Report::new(recorded_sizes(&args), args.part(), &ctx.profiles, results, chaos);
     finish(&args, &report);
     if args.smoke {
         if let Err(e) = report.check_smoke() {

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use crate::harness::controller::{self, Profile};
 use crate::harness::stats::median;
-use crate::scenarios::{ControllerResult, Part};
 use crate::scenarios::chaos::ChaosResult;
+use crate::scenarios::{ControllerResult, Part};
 
 /// S9's sizes: a combined report takes them from the one file that holds S9.
 const CHAOS_SIZES: [&str; 3] = ["chaos_seconds", "chaos_workloads", "chaos_fault_every"];
@@ -140,11 +140,8 @@ impl Report {
                     ),
                 ];
                 let missing = missing.iter().filter(|(what, _)| {
-                    self.part.is_none_or(|p| {
-                        p.scenarios()
-                            .iter()
-                            .any(|s| what.split(' ').next() == Some(s))
-                    })
+                    self.part
+                        .is_none_or(|p| p.scenarios().iter().any(|s| what.split(' ').next() == Some(s)))
                 });
                 if let Some((what, _)) = missing.clone().find(|(_, m)| *m) {
                     return Err(format!("{name} (round {}): no {what}", round + 1));
