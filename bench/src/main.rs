@@ -243,13 +243,7 @@ impl Args {
 
     /// The part of the round run alone, if one is.
     fn part(&self) -> Option<Part> {
-        if self.safety_only {
-            Some(Part::Safety)
-        } else if self.latency_only {
-            Some(Part::Latency)
-        } else {
-            None
-        }
+        Part::from_flags(self.safety_only, self.latency_only)
     }
 }
 

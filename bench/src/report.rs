@@ -354,13 +354,10 @@ impl Report {
             commit: commits.join("+"),
             machine: first["machine"].as_str().unwrap_or("unknown").to_string(),
             date,
-            part: if sizes["safety_only"].as_bool().unwrap_or(false) {
-                Some(Part::Safety)
-            } else if sizes["latency_only"].as_bool().unwrap_or(false) {
-                Some(Part::Latency)
-            } else {
-                None
-            },
+            part: Part::from_flags(
+                sizes["safety_only"].as_bool().unwrap_or(false),
+                sizes["latency_only"].as_bool().unwrap_or(false),
+            ),
             sizes,
             versions,
             results,

@@ -72,6 +72,17 @@ pub enum Part {
 }
 
 impl Part {
+    /// The part the flags `--safety-only` and `--latency-only` (or a results file's sizes) name.
+    pub fn from_flags(safety_only: bool, latency_only: bool) -> Option<Part> {
+        if safety_only {
+            Some(Part::Safety)
+        } else if latency_only {
+            Some(Part::Latency)
+        } else {
+            None
+        }
+    }
+
     /// The scenarios whose figures the part gives (as the report names them).
     pub fn scenarios(self) -> &'static [&'static str] {
         match self {
