@@ -12,6 +12,7 @@ HADOLINT := $(HOME)/.cache/wave/tools/hadolint-$(HADOLINT_VERSION)/bin/hadolint
 
 ## test: everything CI runs: formatting, lints, the static release binary, unit and e2e tests
 test: testenv fmt-check clippy lint-dockerfile lint-workflows static
+	python3 -m unittest discover -s hack -p 'test_*.py'
 	WAVE_STATIC_BIN=$(STATIC_BIN) RUST_TEST_THREADS=4 cargo test --workspace --all-targets
 	$(MAKE) bench-smoke
 

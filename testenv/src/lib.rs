@@ -34,6 +34,10 @@ pub struct Cluster {
 }
 
 static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+static REAL_NODE: OnceLock<Result<Cluster, String>> = OnceLock::new();
+
+/// Why a machine has no real node that tests may skip for: anything else is a failure to fix.
+const SKIPPABLE: [&str; 2] = ["not root", "not Linux"];
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -49,6 +53,53 @@ pub fn cluster() -> &'static Cluster {
         Some(dir) => Cluster::existing(PathBuf::from(dir)),
         None => Cluster::start(),
     })
+}
+
+/// A control plane of its own with a real node (`hack/testenv up --real-node --nodes 0`), started on
+/// first use and shared by the test binary; or why this machine cannot have one.
+///
+/// Only "not root" and "not Linux" are reasons to skip: any other (a missing package, a failed
+/// build, a node that never became Ready) panics, so that CI fails where the node should run.
+pub fn real_node() -> Result<&'static Cluster, String> {
+    REAL_NODE
+        .get_or_init(|| match real_node_unsupported() {
+            Some(why) => Err(why),
+            None => {
+                let dir = std::env::temp_dir().join(format!("wave-real-node-{}", std::process::id()));
+                Ok(Cluster::start_in(dir, &["--real-node", "--nodes", "0"]))
+            }
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Why this machine cannot run a real node (`hack/testenv node-unsupported`), if it cannot; panics
+/// when the reason is not one to skip for.
+pub fn real_node_unsupported() -> Option<String> {
+    let out = Command::new(repo_root().join("hack/testenv"))
+        .arg("node-unsupported")
+        .output()
+        .expect("hack/testenv node-unsupported");
+    let why = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if why.is_empty() {
+        return None;
+    }
+    assert!(
+        SKIPPABLE.contains(&why.as_str()),
+        "this machine should run a real node, but: {why}"
+    );
+    Some(why)
+}
+
+/// The real node, or `None` after printing "skipped: no real node: <why>" for the test `name`.
+pub fn real_node_or_skip(name: &str) -> Option<&'static Cluster> {
+    match real_node() {
+        Ok(cluster) => Some(cluster),
+        Err(why) => {
+            eprintln!("{name}: skipped: no real node: {why}");
+            None
+        }
+    }
 }
 
 fn read_env(dir: &Path, key: &str) -> Option<String> {
@@ -164,6 +215,27 @@ impl Cluster {
             String::from_utf8_lossy(&out.stderr)
         );
         PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    }
+
+    /// A value of the cluster's `env` file (`TESTENV_NODE_IP`, `TESTENV_POD_SUBNET`, …).
+    pub fn env(&self, key: &str) -> Option<String> {
+        read_env(&self.dir, key)
+    }
+
+    /// Imports an OCI archive (`hack/oci-image`) into the real node's runtime.
+    pub fn import_image(&self, archive: &Path) {
+        let out = Command::new(repo_root().join("hack/testenv"))
+            .arg("import")
+            .arg(&self.dir)
+            .arg(archive)
+            .output()
+            .expect("hack/testenv import");
+        assert!(
+            out.status.success(),
+            "hack/testenv import {} failed: {}",
+            archive.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// The recorded `(component, pid)` pairs.
@@ -415,9 +487,15 @@ pub fn tolerate_kwok(spec: &mut PodSpec) {
 
 /// A plain HTTP/1.0 GET on 127.0.0.1 (admin endpoints): `(status, body)`, or `None` if nothing answers.
 pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    http_get_at("127.0.0.1", port, path)
+}
+
+/// The same at `host` (a pod's IP on the real node's bridge).
+pub fn http_get_at(host: &str, port: u16, path: &str) -> Option<(u16, String)> {
+    let addr: std::net::SocketAddr = format!("{host}:{port}").parse().ok()?;
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").ok()?;
     let mut response = String::new();
     s.read_to_string(&mut response).ok()?;
     let status = response.split(' ').nth(1)?.parse().ok()?;

@@ -1,0 +1,148 @@
+//! What the real-node tests share: the node, wave's image, the chart, and reading what pods serve.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, ListParams};
+use testenv::{Cluster, helm_bin_dir, http_get_at, real_node_or_skip, repo_root};
+
+/// Long enough for a cold image import and a few rollouts on two cores.
+pub const TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The node and a turn on it; `None` (after saying why) where the machine has none.
+pub struct Node {
+    pub cluster: &'static Cluster,
+    pub client: Client,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
+/// Waits for this test's turn on the real node.
+pub async fn turn(test: &str) -> Option<Node> {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let guard = TURN.lock().await;
+    let cluster = tokio::task::spawn_blocking({
+        let test = test.to_string();
+        move || real_node_or_skip(&test)
+    })
+    .await
+    .expect("starting the real node")?;
+    Some(Node {
+        cluster,
+        client: cluster.client().await,
+        _turn: guard,
+    })
+}
+
+/// The static release binary (`make static`; `make test` sets `WAVE_STATIC_BIN`).
+fn static_bin() -> PathBuf {
+    std::env::var_os("WAVE_STATIC_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            panic!("set WAVE_STATIC_BIN to the static release binary (`make static`; `make test` does)")
+        })
+}
+
+/// wave's image (`hack/oci-image wave`, the Dockerfile's final stage), imported into the node once.
+pub fn wave_image(cluster: &Cluster) -> &'static str {
+    static IMAGE: OnceLock<()> = OnceLock::new();
+    IMAGE.get_or_init(|| {
+        let archive = cluster.dir().join("wave-image.tar");
+        run(Command::new(repo_root().join("hack/oci-image"))
+            .arg("wave")
+            .arg(static_bin())
+            .arg(&archive)
+            .args(["--name", "wave:testenv", "--commit", "test"]));
+        cluster.import_image(&archive);
+    });
+    "wave:testenv"
+}
+
+/// `helm3` against the node's cluster, with a Helm home of its own.
+pub fn helm(cluster: &Cluster) -> Command {
+    let home = cluster.dir().join("helm");
+    let mut c = Command::new(helm_bin_dir().join("helm3"));
+    c.env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .env("KUBECONFIG", cluster.kubeconfig());
+    c
+}
+
+/// Installs the chart in `namespace`, watching only it, from wave's image, with `set` values added;
+/// returns when helm's `--wait` says wave is ready. The release is named after the namespace, since
+/// its ClusterRole is named after the release.
+pub fn install_wave(cluster: &Cluster, namespace: &str, set: &[&str]) {
+    let image = wave_image(cluster);
+    let (repository, tag) = image.split_once(':').expect("name:tag");
+    let mut c = helm(cluster);
+    c.args(["install", &format!("wave-{namespace}")])
+        .arg(repo_root().join("charts/wave"))
+        .args([
+            "--namespace",
+            namespace,
+            "--create-namespace",
+            "--wait",
+            "--timeout",
+            "180s",
+        ])
+        .args(["--set", &format!("image.repository={repository}")])
+        .args(["--set", &format!("image.tag={tag}")])
+        .args(["--set", "image.pullPolicy=Never"])
+        .args(["--set", &format!("namespaces={{{namespace}}}")]);
+    for s in set {
+        c.args(["--set", s]);
+    }
+    run(&mut c);
+}
+
+/// Runs `c`, panicking with its output when it fails; returns its stdout.
+pub fn run(c: &mut Command) -> String {
+    let out = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{c:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The pods of `selector` in `namespace`: `(name, IP, ready)` of each that has an IP and is not
+/// being deleted.
+pub async fn pods(client: &Client, namespace: &str, selector: &str) -> Vec<(String, String, bool)> {
+    let list = Api::<Pod>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(selector))
+        .await
+        .expect("list pods");
+    list.items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            let status = p.status?;
+            let ready = status
+                .conditions
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            Some((p.metadata.name?, status.pod_ip?, ready))
+        })
+        .collect()
+}
+
+/// What the pod at `ip` serves on `port` at `path`, by HTTP over the pod network.
+pub fn served(ip: &str, port: u16, path: &str) -> Option<String> {
+    http_get_at(ip, port, path)
+        .filter(|(s, _)| *s == 200)
+        .map(|(_, b)| b)
+}
+
+/// `kubectl exec POD -- env`, as `NAME=value` lines.
+pub fn exec_env(cluster: &Cluster, namespace: &str, pod: &str) -> String {
+    run(cluster
+        .kubectl()
+        .args(["exec", "-n", namespace, pod, "--", "env"]))
+}
