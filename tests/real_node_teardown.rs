@@ -8,13 +8,18 @@ use std::process::Command;
 
 use testenv::{Cluster, real_node_unsupported, repo_root};
 
-/// What `hack/testenv leftovers` lists, one line each.
-fn leftovers() -> Vec<String> {
+/// What `hack/testenv leftovers` lists, one line each; `when_free`: once no real node runs.
+fn leftovers(when_free: bool) -> Vec<String> {
     let out = Command::new(repo_root().join("hack/testenv"))
         .arg("leftovers")
+        .args(when_free.then_some("--when-free"))
         .output()
         .expect("hack/testenv leftovers");
-    assert!(out.status.success(), "hack/testenv leftovers failed");
+    assert!(
+        out.status.success(),
+        "hack/testenv leftovers failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(str::to_string)
@@ -36,7 +41,7 @@ fn a_real_node_that_ran_a_pod_leaves_no_chain_cgroup_mount_link_or_path_behind()
         eprintln!("skipped: no real node: {why}");
         return;
     }
-    let before = leftovers();
+    let before = leftovers(true);
     let dir = std::env::temp_dir().join(format!("wave-real-node-teardown-{}", std::process::id()));
     let cluster = Cluster::start_in(dir, &["--real-node", "--nodes", "0"]);
     let pod = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper", "namespace": "default"},
@@ -67,7 +72,7 @@ fn a_real_node_that_ran_a_pod_leaves_no_chain_cgroup_mount_link_or_path_behind()
         "the pod never ran on the real node: {}",
         String::from_utf8_lossy(&ran.stderr)
     );
-    let during = leftovers();
+    let during = leftovers(false);
     // The check can fail: while the node runs, it sees the bridge, the pod's network namespace and
     // the kubelet's chains.
     let seen = differences(&before, &during);
@@ -83,7 +88,7 @@ fn a_real_node_that_ran_a_pod_leaves_no_chain_cgroup_mount_link_or_path_behind()
         );
     }
     cluster.stop();
-    let after = leftovers();
+    let after = leftovers(true);
     assert_eq!(
         before,
         after,

@@ -65,10 +65,15 @@ async fn a_config_change_is_served_by_every_real_pod_and_seen_in_their_env() {
     let Some(node) = turn("demo").await else { return };
     let client = node.client.clone();
     let ns = namespace(&client, "real-demo").await;
+    // Twenty changes of one ConfigMap within minutes is what the flap breaker holds (more than 10 in
+    // 10 min); here each change is one a person makes and waits for, so it is off.
     install_wave(
         node.cluster,
         &ns,
-        &["updateRate=0", "extraArgs={--min-rollout-interval=0}"],
+        &[
+            "updateRate=0",
+            "extraArgs={--min-rollout-interval=0,--flap-threshold=0}",
+        ],
     );
 
     let configmaps = Api::<ConfigMap>::namespaced(client.clone(), &ns);
