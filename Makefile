@@ -5,15 +5,16 @@ SHELL := /bin/bash
 CLUSTER_DIR := $(CURDIR)/target/testenv
 STATIC_TARGET := x86_64-unknown-linux-gnu
 STATIC_BIN := $(CURDIR)/target/$(STATIC_TARGET)/release/wave
+RELOAD_DEMO_BIN := $(CURDIR)/target/$(STATIC_TARGET)/release/examples/reload-demo
 HADOLINT_VERSION := 2.15.1
 HADOLINT := $(HOME)/.cache/wave/tools/hadolint-$(HADOLINT_VERSION)/bin/hadolint
 
-.PHONY: test demo demo-undo lint-workflows cluster cluster-down testenv fmt-check clippy unit static lint-dockerfile bench bench-smoke
+.PHONY: test demo demo-undo lint-workflows cluster cluster-down testenv fmt-check clippy unit static reload-demo lint-dockerfile bench bench-smoke
 
 ## test: everything CI runs: formatting, lints, the static release binary, unit and e2e tests
-test: testenv fmt-check clippy lint-dockerfile lint-workflows static
+test: testenv fmt-check clippy lint-dockerfile lint-workflows static reload-demo
 	python3 -m unittest discover -s hack -p 'test_*.py'
-	WAVE_STATIC_BIN=$(STATIC_BIN) RUST_TEST_THREADS=4 cargo test --workspace --all-targets
+	WAVE_STATIC_BIN=$(STATIC_BIN) WAVE_RELOAD_DEMO_BIN=$(RELOAD_DEMO_BIN) RUST_TEST_THREADS=4 cargo test --workspace --all-targets
 	$(MAKE) bench-smoke
 
 ## bench: wave beside Wave and Reloader (WAVE_GO_BIN, RELOADER_BIN: see docs/benchmarks.md); results in bench/results
@@ -46,6 +47,11 @@ unit:
 static:
 	RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked --bin wave --target $(STATIC_TARGET)
 	@ls -l $(STATIC_BIN) | awk '{print "static binary: " $$5 " bytes"}'
+
+## reload-demo: wave-reload's demo app, static, for its real-node test (a build of its own, so that its
+## dev-dependencies' features never reach wave's binary)
+reload-demo:
+	RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked -p wave-reload --example reload-demo --target $(STATIC_TARGET)
 
 ## lint-workflows: actionlint on .github/workflows, built from its pinned Go module (hack/tools/actionlint)
 lint-workflows:

@@ -134,6 +134,26 @@ class WaveImage(unittest.TestCase):
             oci.wave_image(dockerfile(), self.files.binary, "c", ca_bundle=self.files.ca, version="9.9.9")
 
 
+class AppImage(unittest.TestCase):
+    def test_an_app_image_runs_its_one_program_as_an_unprivileged_user(self):
+        files = Files()
+        self.addCleanup(files.dir.cleanup)
+        out = os.path.join(files.dir.name, "app.tar")
+        with open(out, "wb") as f:
+            f.write(oci.image_archive(*oci.app_image(files.binary)[:2], "reload-demo:testenv", {}))
+        image = oci.inspect(out)
+        name = os.path.basename(files.binary)
+        self.assertEqual(image["config"]["Entrypoint"], ["/" + name])
+        self.assertEqual(image["config"]["User"], "65532:65532")
+        self.assertEqual(list(image["files"]), ["/" + name])
+        self.assertEqual(image["files"]["/" + name]["mode"], oct(0o755))
+        self.assertEqual(image["name"], "docker.io/library/reload-demo:testenv")
+
+    def test_a_missing_program_is_a_clear_error(self):
+        with self.assertRaisesRegex(oci.ImageError, "cannot read /nonexistent/app"):
+            oci.app_image("/nonexistent/app")
+
+
 class Names(unittest.TestCase):
     def test_names_are_normalised_as_containerd_and_the_kubelet_do(self):
         self.assertEqual(oci.normalise("busybox:testenv"), "docker.io/library/busybox:testenv")

@@ -37,13 +37,11 @@ pub async fn turn(test: &str) -> Option<Node> {
     })
 }
 
-/// The static release binary (`make static`; `make test` sets `WAVE_STATIC_BIN`).
-fn static_bin() -> PathBuf {
-    std::env::var_os("WAVE_STATIC_BIN")
+/// A static binary `make test` builds and names in `var` (`make static`, `make reload-demo`).
+fn static_bin(var: &str, target: &str) -> PathBuf {
+    std::env::var_os(var)
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            panic!("set WAVE_STATIC_BIN to the static release binary (`make static`; `make test` does)")
-        })
+        .unwrap_or_else(|| panic!("set {var} to the static binary (`make {target}`; `make test` does)"))
 }
 
 /// wave's image (`hack/oci-image wave`, the Dockerfile's final stage), imported into the node once.
@@ -53,12 +51,27 @@ pub fn wave_image(cluster: &Cluster) -> &'static str {
         let archive = cluster.dir().join("wave-image.tar");
         run(Command::new(repo_root().join("hack/oci-image"))
             .arg("wave")
-            .arg(static_bin())
+            .arg(static_bin("WAVE_STATIC_BIN", "static"))
             .arg(&archive)
             .args(["--name", "wave:testenv", "--commit", "test"]));
         cluster.import_image(&archive);
     });
     "wave:testenv"
+}
+
+/// wave-reload's demo app (`hack/oci-image app`), imported into the node once.
+pub fn reload_demo_image(cluster: &Cluster) -> &'static str {
+    static IMAGE: OnceLock<()> = OnceLock::new();
+    IMAGE.get_or_init(|| {
+        let archive = cluster.dir().join("reload-demo-image.tar");
+        run(Command::new(repo_root().join("hack/oci-image"))
+            .arg("app")
+            .arg(static_bin("WAVE_RELOAD_DEMO_BIN", "reload-demo"))
+            .arg(&archive)
+            .args(["--name", "reload-demo:testenv"]));
+        cluster.import_image(&archive);
+    });
+    "reload-demo:testenv"
 }
 
 /// `helm3` against the node's cluster, with a Helm home of its own.

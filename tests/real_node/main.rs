@@ -6,7 +6,9 @@
 //! "skipped: no real node: <why>"; only "not root" and "not Linux" are accepted reasons.
 
 mod bad_config;
+mod chart;
 mod demo;
 mod harness;
+mod reload;
 mod undo;
 mod webhook;

@@ -33,6 +33,9 @@ pub struct LeaseConfig {
     pub identity: String,
     /// Lease duration in seconds.
     pub duration_seconds: u64,
+    /// wave's own Deployment: the Lease is given its owner reference, so an uninstall deletes it
+    /// (`crate::owner`).
+    pub owner: Option<crate::owner::Owner>,
 }
 
 /// The namespace for the lease: the flag, else `POD_NAMESPACE`, else the in-cluster namespace, else
@@ -123,6 +126,7 @@ pub async fn campaign(
     // NOTE: the grace is how long before expiry the holder renews; a third of the duration leaves room
     // for two renewals to fail before another replica may take over.
     let grace = (config.duration_seconds / 3).max(1);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &config.namespace);
     let manager = match LeaseManagerBuilder::new(client, &config.name)
         .with_namespace(&config.namespace)
         .with_identity(&config.identity)
@@ -135,6 +139,12 @@ pub async fn campaign(
         Ok(m) => m,
         Err(e) => return lease_err(e),
     };
+    // The manager has created the Lease if it was missing.
+    if let Some(owner) = &config.owner
+        && let Err(e) = owner.adopt(&leases, &config.namespace, &config.name).await
+    {
+        tracing::warn!(error = %crate::api::describe(&e), "cannot make wave's Deployment the owner of its Lease; an uninstall will leave the Lease behind");
+    }
     tracing::info!(lease = %format!("{}/{}", config.namespace, config.name), identity = %config.identity, "campaigning for leadership");
     let step_down = || leadership.set(false);
     // NOTE: `LeaseManager::watch` logs renewal errors and keeps reporting "leader" while it retries

@@ -14,6 +14,7 @@
 //! - [`controller`]: `wave run`'s wiring, watches, reconciles, queue and bookkeeping.
 //! - [`webhook`]: the admission webhook: certificates, serving, admission.
 //! - [`apimetrics`]: every request to the apiserver counted and timed (a layer on the client).
+//! - [`owner`]: what wave creates for itself is owned by its own Deployment, so an uninstall deletes it.
 //! - [`lease`], [`admin`], [`metrics`], [`events`], [`telemetry`], [`error`]: the rest of the shell.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
@@ -27,6 +28,7 @@ pub mod error;
 pub mod events;
 pub mod lease;
 pub mod metrics;
+pub mod owner;
 pub mod state;
 pub mod telemetry;
 pub mod webhook;

@@ -98,6 +98,10 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         None => Hashing::Plain,
     };
     let identity = lease::identity();
+    let owner = match &config.own_deployment {
+        Some(id) => crate::owner::own_deployment(&client, id).await,
+        None => None,
+    };
     let lease = config
         .leader_election
         .as_ref()
@@ -106,6 +110,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             namespace: lease::lease_namespace(election.namespace.as_deref()),
             identity: identity.clone(),
             duration_seconds: election.duration_seconds.max(2),
+            owner: owner.clone(),
         });
     let ctx = Arc::new(Context {
         client: client.clone(),
@@ -164,7 +169,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     )
     .await?;
     if let Some(webhook) = &config.webhook {
-        webhook::serve(ctx.clone(), webhook, shutdown.clone())
+        webhook::serve(ctx.clone(), webhook, owner, shutdown.clone())
             .await
             .map_err(RunError::Webhook)?;
     }

@@ -30,6 +30,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use crate::api::is_conflict;
 use crate::config::CertificateSource;
 use crate::error::WebhookError;
+use crate::owner::Owner;
 
 /// How long a generated serving certificate is valid by default; it is renewed when a third is left.
 pub const CERT_LIFETIME: Duration = Duration::from_secs(90 * 24 * 3600);
@@ -56,6 +57,9 @@ pub struct CertificateConfig {
     pub dns_names: Vec<String>,
     /// Lifetime of a serving certificate wave issues.
     pub lifetime: Duration,
+    /// wave's own Deployment: the Secret wave issues is owned by it, so an uninstall deletes it
+    /// (`crate::owner`).
+    pub owner: Option<Owner>,
 }
 
 impl CertificateConfig {
@@ -286,13 +290,23 @@ async fn ensure(client: &Client, cfg: &CertificateConfig) -> Result<Bundle, Webh
     for _ in 0..3 {
         let existing = api.get_opt(&cfg.secret_name).await.map_err(secret_err)?;
         let now = Timestamp::now();
-        let bundle = match existing.as_ref().and_then(from_secret) {
-            Some(current) if is_current(&current, cfg, now) => return Ok(current),
-            other => renew(other.as_ref(), cfg, now)?,
+        let owners = existing
+            .as_ref()
+            .and_then(|s| s.metadata.owner_references.clone());
+        // A Secret from before wave gave it an owner (or from a wave run without one) is adopted.
+        let adopted = cfg
+            .owner
+            .as_ref()
+            .and_then(|o| o.added_to(&cfg.namespace, owners.as_deref()));
+        let (bundle, issued) = match existing.as_ref().and_then(from_secret) {
+            Some(current) if is_current(&current, cfg, now) && adopted.is_none() => return Ok(current),
+            Some(current) if is_current(&current, cfg, now) => (current, false),
+            other => (renew(other.as_ref(), cfg, now)?, true),
         };
         let mut secret = to_secret(&bundle);
         secret.metadata.name = Some(cfg.secret_name.clone());
         secret.metadata.namespace = Some(cfg.namespace.clone());
+        secret.metadata.owner_references = adopted.or(owners);
         secret.metadata.resource_version = existing
             .as_ref()
             .and_then(|s| s.metadata.resource_version.clone());
@@ -307,7 +321,11 @@ async fn ensure(client: &Client, cfg: &CertificateConfig) -> Result<Bundle, Webh
         };
         match written {
             Ok(_) => {
-                tracing::info!(secret = %cfg.secret(), not_after = %bundle.not_after, "webhook certificate issued");
+                if issued {
+                    tracing::info!(secret = %cfg.secret(), not_after = %bundle.not_after, "webhook certificate issued");
+                } else {
+                    tracing::info!(secret = %cfg.secret(), "webhook certificate's Secret now owned by wave's Deployment");
+                }
                 return Ok(bundle);
             }
             // 409: AlreadyExists on create, Conflict on replace.
@@ -361,6 +379,7 @@ mod tests {
             source: CertificateSource::Generate,
             dns_names: vec!["wave-webhook.ops.svc".into()],
             lifetime,
+            owner: None,
         }
     }
 

@@ -38,6 +38,7 @@ use wave_core::webhook::{self as paths, PathToken};
 use self::certs::{CertificateConfig, ServingCert};
 use crate::config::WebhookConfig;
 use crate::error::WebhookError;
+use crate::owner::Owner;
 use crate::state::Context;
 
 /// How often the Secret is read again, at most, to renew the certificate or pick up cert-manager's
@@ -138,6 +139,7 @@ async fn refresh(client: &kube::Client, sources: &Sources) -> Result<(ServingCer
 pub async fn serve(
     ctx: Arc<Context>,
     config: &WebhookConfig,
+    owner: Option<Owner>,
     shutdown: CancellationToken,
 ) -> Result<(), WebhookError> {
     let namespace = crate::lease::lease_namespace(config.secret_namespace.as_deref());
@@ -153,6 +155,7 @@ pub async fn serve(
             secret_name: config.secret_name.clone(),
             source: config.certificate,
             lifetime: config.certificate_lifetime,
+            owner,
         },
         token_namespace: namespace,
         token_secret: config.token_secret_name.clone(),

@@ -1,0 +1,167 @@
+//! What wave creates for itself, outside any release manifest, is owned by wave's own Deployment
+//! (`--own-deployment`, which the chart sets): the webhook's certificate Secret, when wave issues it,
+//! and the leader-election Lease. Deleting wave (`helm uninstall`) then lets the garbage collector
+//! delete them too, and nothing of wave is left behind.
+//!
+//! ```text
+//! start-up: GET own Deployment ─► Owner (its uid) ─► certs::ensure: the Secret carries the reference
+//!                                                └► lease::campaign: the Lease is given it (one patch)
+//! ```
+//!
+//! An owner reference names no namespace: the garbage collector looks for the owner in the dependent's
+//! own namespace, and deletes a dependent whose owner it cannot find there. So an object in another
+//! namespace than the Deployment's (a `--webhook-secret-namespace` or `--leader-election-namespace`
+//! set apart by hand) is never given the reference ([`Owner::reference_in`]).
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use wave_core::workload::WorkloadRef;
+
+/// wave's own Deployment, as an owner of what wave creates for itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    namespace: String,
+    reference: OwnerReference,
+}
+
+impl Owner {
+    /// An owner made of a Deployment as read (`None` without a name or uid).
+    pub fn of(deployment: &Deployment) -> Option<Self> {
+        let meta = &deployment.metadata;
+        Some(Self {
+            namespace: meta.namespace.clone()?,
+            reference: OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                name: meta.name.clone()?,
+                uid: meta.uid.clone()?,
+                // Neither: wave's Deployment does not control these objects, and blocking its deletion
+                // would need `update` on its finalizers.
+                controller: None,
+                block_owner_deletion: None,
+            },
+        })
+    }
+
+    /// The reference for an object in `namespace`: `None` in any other namespace than the
+    /// Deployment's, where the garbage collector would not find the owner and would delete the object.
+    pub fn reference_in(&self, namespace: &str) -> Option<&OwnerReference> {
+        (namespace == self.namespace).then_some(&self.reference)
+    }
+
+    /// `existing` with this owner's reference added, if `namespace` is the Deployment's and it is not
+    /// there yet; `None` when nothing is to change.
+    pub fn added_to(&self, namespace: &str, existing: Option<&[OwnerReference]>) -> Option<Vec<OwnerReference>> {
+        let reference = self.reference_in(namespace)?;
+        let existing = existing.unwrap_or_default();
+        if existing.iter().any(|r| r.uid == reference.uid) {
+            return None;
+        }
+        Some(existing.iter().cloned().chain([reference.clone()]).collect())
+    }
+
+    /// Gives `name` in `namespace` this owner's reference, unless it has it (or lives elsewhere): one
+    /// read, and one strategic merge patch (owner references merge by uid, so the patch keeps others').
+    pub async fn adopt<K>(&self, api: &Api<K>, namespace: &str, name: &str) -> Result<(), kube::Error>
+    where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    {
+        let Some(reference) = self.reference_in(namespace) else {
+            return Ok(());
+        };
+        let object = api.get(name).await?;
+        if self
+            .added_to(namespace, object.meta().owner_references.as_deref())
+            .is_none()
+        {
+            return Ok(());
+        }
+        let body = serde_json::json!({"metadata": {"ownerReferences": [reference]}});
+        api.patch(name, &PatchParams::default(), &Patch::Strategic(&body))
+            .await
+            .map(drop)
+    }
+}
+
+/// Reads wave's own Deployment. `None`, with a warning, when it cannot be read: wave runs on, and what
+/// it creates for itself is then left behind by an uninstall.
+pub async fn own_deployment(client: &Client, id: &WorkloadRef) -> Option<Owner> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &id.namespace);
+    match api.get(&id.name).await {
+        Ok(deployment) => Owner::of(&deployment),
+        Err(e) => {
+            tracing::warn!(deployment = %id, error = %crate::api::describe(&e), "cannot read wave's own Deployment (--own-deployment); what wave creates for itself (its webhook certificate, its Lease) will not be deleted with it");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+
+    fn owner() -> Owner {
+        Owner::of(&Deployment {
+            metadata: ObjectMeta {
+                namespace: Some("wave".into()),
+                name: Some("wave".into()),
+                uid: Some("u-1".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .expect("an owner")
+    }
+
+    #[test]
+    fn an_object_in_another_namespace_is_never_given_the_reference_that_would_get_it_deleted() {
+        let owner = owner();
+        assert!(owner.reference_in("tenant").is_none());
+        assert_eq!(owner.added_to("tenant", None), None);
+        assert_eq!(owner.reference_in("wave").map(|r| r.uid.as_str()), Some("u-1"));
+    }
+
+    #[test]
+    fn the_reference_is_added_once_and_keeps_the_other_owners() {
+        let owner = owner();
+        let other = OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "other".into(),
+            uid: "u-2".into(),
+            ..Default::default()
+        };
+        let added = owner.added_to("wave", Some(std::slice::from_ref(&other))).expect("added");
+        assert_eq!(
+            added.iter().map(|r| r.uid.as_str()).collect::<Vec<_>>(),
+            ["u-2", "u-1"]
+        );
+        assert_eq!(owner.added_to("wave", Some(&added)), None);
+    }
+
+    #[test]
+    fn the_reference_neither_controls_nor_blocks_the_deletion_of_wave() {
+        let owner = owner();
+        let reference = owner.reference_in("wave").expect("same namespace");
+        assert_eq!(reference.controller, None);
+        assert_eq!(reference.block_owner_deletion, None);
+        assert_eq!((reference.kind.as_str(), reference.api_version.as_str()), ("Deployment", "apps/v1"));
+    }
+
+    #[test]
+    fn a_deployment_without_a_uid_is_no_owner() {
+        let deployment = Deployment {
+            metadata: ObjectMeta {
+                namespace: Some("wave".into()),
+                name: Some("wave".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(Owner::of(&deployment), None);
+    }
+}
