@@ -18,16 +18,15 @@ use crate::harness::{TIMEOUT, helm, install_wave, run, turn, wave_image};
 
 /// Kinds whose objects come and go on their own while the test runs.
 const CHURNING: &[&str] = &["events", "events.events.k8s.io"];
+/// The node's heartbeat Lease, which a node that has just started may not have written yet.
+const NODE_HEARTBEATS: &str = "kube-node-lease/";
 
 /// Every object in the cluster, as `namespace/resource/name`, of every kind that can be listed.
 fn everything(cluster: &Cluster) -> BTreeSet<String> {
     let kinds = run(cluster
         .kubectl()
         .args(["api-resources", "--verbs=list", "-o", "name"]));
-    let kinds: Vec<&str> = kinds
-        .lines()
-        .filter(|k| !CHURNING.contains(k))
-        .collect();
+    let kinds: Vec<&str> = kinds.lines().filter(|k| !CHURNING.contains(k)).collect();
     let listed = run(cluster.kubectl().args([
         "get",
         &kinds.join(","),
@@ -39,7 +38,7 @@ fn everything(cluster: &Cluster) -> BTreeSet<String> {
     listed
         .lines()
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join("/"))
-        .filter(|l| !l.is_empty())
+        .filter(|l| !l.is_empty() && !l.starts_with(NODE_HEARTBEATS))
         .collect()
 }
 
@@ -104,7 +103,10 @@ async fn change(client: &Client, ns: &str, value: &str) {
 }
 
 /// Whether `owners` names wave's Deployment (`uid`).
-fn owned_by(owners: Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>, uid: &str) -> bool {
+fn owned_by(
+    owners: Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
+    uid: &str,
+) -> bool {
     owners.is_some_and(|o| o.iter().any(|r| r.kind == "Deployment" && r.uid == uid))
 }
 
@@ -154,18 +156,28 @@ async fn the_chart_installs_upgrades_and_uninstalls_leaving_nothing_behind() {
     let uid = wave.metadata.uid.clone().expect("uid");
     // What wave made for itself is owned by its Deployment, so the uninstall takes it too.
     let lease = wait_for("wave's Lease, owned by its Deployment", TIMEOUT, || async {
-        let lease = Api::<Lease>::namespaced(client.clone(), &ns).get_opt(&release).await.ok()??;
+        let lease = Api::<Lease>::namespaced(client.clone(), &ns)
+            .get_opt(&release)
+            .await
+            .ok()??;
         owned_by(lease.metadata.owner_references.as_ref(), &uid).then_some(lease)
     })
     .await;
-    assert!(lease.spec.and_then(|s| s.holder_identity).is_some(), "the Lease has a holder");
-    wait_for("the webhook's certificate, owned by wave's Deployment", TIMEOUT, || async {
-        let secret = Api::<Secret>::namespaced(client.clone(), &ns)
-            .get_opt(&format!("{release}-webhook-tls"))
-            .await
-            .ok()??;
-        owned_by(secret.metadata.owner_references.as_ref(), &uid).then_some(())
-    })
+    assert!(
+        lease.spec.and_then(|s| s.holder_identity).is_some(),
+        "the Lease has a holder"
+    );
+    wait_for(
+        "the webhook's certificate, owned by wave's Deployment",
+        TIMEOUT,
+        || async {
+            let secret = Api::<Secret>::namespaced(client.clone(), &ns)
+                .get_opt(&format!("{release}-webhook-tls"))
+                .await
+                .ok()??;
+            owned_by(secret.metadata.owner_references.as_ref(), &uid).then_some(())
+        },
+    )
     .await;
     change(&client, &ns, "three").await;
     rolled_from(&client, &ns, Some(second)).await;
@@ -179,7 +191,15 @@ async fn the_chart_installs_upgrades_and_uninstalls_leaving_nothing_behind() {
         .delete("settings", &DeleteParams::default())
         .await
         .expect("delete the configmap");
-    run(helm(cluster).args(["uninstall", &release, "--namespace", &ns, "--wait", "--timeout", "180s"]));
+    run(helm(cluster).args([
+        "uninstall",
+        &release,
+        "--namespace",
+        &ns,
+        "--wait",
+        "--timeout",
+        "180s",
+    ]));
     // The garbage collector deletes what wave made once its Deployment is gone: wait for it, and name
     // what is left if it never goes.
     let deadline = Instant::now() + TIMEOUT;

@@ -110,13 +110,14 @@ async fn a_reloading_app_serves_each_change_without_a_restart_after_exactly_one_
 
     // The same pod, never restarted, and one reload per swap: a second reload of the first swap would
     // show as a line with its message before the second's.
-    assert_eq!(identity(&client, &ns).await, (uid, 0), "the pod was replaced or restarted");
+    assert_eq!(
+        identity(&client, &ns).await,
+        (uid, 0),
+        "the pod was replaced or restarted"
+    );
     // The app logs a reload just after it starts serving it.
     let logs = wait_for("the app to log its second reload", TIMEOUT, || async {
-        let logs = run(node
-            .cluster
-            .kubectl()
-            .args(["logs", "-n", &ns, "reload-demo"]));
+        let logs = run(node.cluster.kubectl().args(["logs", "-n", &ns, "reload-demo"]));
         logs.contains("reloaded (#2)").then_some(logs)
     })
     .await;

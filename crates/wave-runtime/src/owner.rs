@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use wave_core::workload::WorkloadRef;
 
 /// wave's own Deployment, as an owner of what wave creates for itself.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Owner {
     namespace: String,
     reference: OwnerReference,
@@ -54,7 +54,11 @@ impl Owner {
 
     /// `existing` with this owner's reference added, if `namespace` is the Deployment's and it is not
     /// there yet; `None` when nothing is to change.
-    pub fn added_to(&self, namespace: &str, existing: Option<&[OwnerReference]>) -> Option<Vec<OwnerReference>> {
+    pub fn added_to(
+        &self,
+        namespace: &str,
+        existing: Option<&[OwnerReference]>,
+    ) -> Option<Vec<OwnerReference>> {
         let reference = self.reference_in(namespace)?;
         let existing = existing.unwrap_or_default();
         if existing.iter().any(|r| r.uid == reference.uid) {
@@ -135,7 +139,9 @@ mod tests {
             uid: "u-2".into(),
             ..Default::default()
         };
-        let added = owner.added_to("wave", Some(std::slice::from_ref(&other))).expect("added");
+        let added = owner
+            .added_to("wave", Some(std::slice::from_ref(&other)))
+            .expect("added");
         assert_eq!(
             added.iter().map(|r| r.uid.as_str()).collect::<Vec<_>>(),
             ["u-2", "u-1"]
@@ -149,7 +155,10 @@ mod tests {
         let reference = owner.reference_in("wave").expect("same namespace");
         assert_eq!(reference.controller, None);
         assert_eq!(reference.block_owner_deletion, None);
-        assert_eq!((reference.kind.as_str(), reference.api_version.as_str()), ("Deployment", "apps/v1"));
+        assert_eq!(
+            (reference.kind.as_str(), reference.api_version.as_str()),
+            ("Deployment", "apps/v1")
+        );
     }
 
     #[test]
