@@ -34,7 +34,14 @@ pub struct Cluster {
 }
 
 static CLUSTER: OnceLock<Cluster> = OnceLock::new();
-static REAL_NODE: OnceLock<Result<Cluster, String>> = OnceLock::new();
+static REAL_NODE: OnceLock<Result<Cluster, NoNode>> = OnceLock::new();
+
+/// Why a test binary has no real node: a reason to skip, or a start that failed (remembered, so that
+/// every later test fails with it instead of starting another node in its place).
+enum NoNode {
+    Skip(String),
+    Failed(String),
+}
 
 /// Why a machine has no real node that tests may skip for: anything else is a failure to fix.
 const SKIPPABLE: [&str; 2] = ["not root", "not Linux"];
@@ -61,16 +68,42 @@ pub fn cluster() -> &'static Cluster {
 /// Only "not root" and "not Linux" are reasons to skip: any other (a missing package, a failed
 /// build, a node that never became Ready) panics, so that CI fails where the node should run.
 pub fn real_node() -> Result<&'static Cluster, String> {
-    REAL_NODE
-        .get_or_init(|| match real_node_unsupported() {
-            Some(why) => Err(why),
-            None => {
-                let dir = std::env::temp_dir().join(format!("wave-real-node-{}", std::process::id()));
-                Ok(Cluster::start_in(dir, &["--real-node", "--nodes", "0"]))
-            }
-        })
-        .as_ref()
-        .map_err(Clone::clone)
+    let node = REAL_NODE.get_or_init(|| match real_node_unsupported() {
+        Some(why) => Err(NoNode::Skip(why)),
+        None => {
+            let dir = private_dir("wave-real-node");
+            std::panic::catch_unwind(|| Cluster::start_in(dir, &["--real-node", "--nodes", "0"])).map_err(
+                |e| {
+                    NoNode::Failed(
+                        e.downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                            .unwrap_or_default(),
+                    )
+                },
+            )
+        }
+    });
+    match node {
+        Ok(cluster) => Ok(cluster),
+        Err(NoNode::Skip(why)) => Err(why.clone()),
+        Err(NoNode::Failed(why)) => panic!("the real node of this test binary did not start: {why}"),
+    }
+}
+
+/// A new directory under the temporary directory that only this user may enter: `hack/testenv down`
+/// acts as root on what a real node's DIR records, so it must not be one someone else made first.
+fn private_dir(prefix: &str) -> PathBuf {
+    use std::os::unix::fs::DirBuilderExt;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}-{nanos}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .unwrap_or_else(|e| panic!("cannot make {}: {e}", dir.display()));
+    dir
 }
 
 /// Why this machine cannot run a real node (`hack/testenv node-unsupported`), if it cannot; panics
@@ -151,12 +184,13 @@ impl Cluster {
         BufReader::new(child.stdout.take().expect("piped stdout"))
             .read_line(&mut line)
             .expect("reading the supervisor's status");
-        assert_eq!(
-            line.trim(),
-            "up",
-            "hack/testenv up {} failed; its output is above",
-            dir.display()
-        );
+        if line.trim() != "up" {
+            // Its `down` runs once stdin closes: wait for it, so that nothing of the failed start is
+            // left running when the panic below is caught.
+            drop(stdin);
+            let _ = child.wait();
+            panic!("hack/testenv up {} failed; its output is above", dir.display());
+        }
         let bin = read_env(&dir, "TESTENV_BIN").expect("the env file written by up");
         Self {
             dir,

@@ -2,12 +2,12 @@
 //! Deployments, the other 8 keep serving the old content over HTTP, and a fix rolls all 10.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use testenv::{namespace, wait_for};
 
-use crate::harness::{TIMEOUT, install_wave, pods, served, turn};
+use crate::harness::{TIMEOUT, create_configmap, install_wave, pods, served, turn};
 
 const DEPLOYMENTS: usize = 10;
 
@@ -82,14 +82,7 @@ async fn a_bad_config_reaches_at_most_two_of_ten_real_deployments_and_a_fix_roll
             "extraArgs={--min-rollout-interval=0,--max-concurrent-rollouts=2}",
         ],
     );
-    let configmaps = Api::<ConfigMap>::namespaced(client.clone(), &ns);
-    let cm: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "site"}, "data": {"index.html": "good v1\n"}}))
-            .unwrap();
-    configmaps
-        .create(&PostParams::default(), &cm)
-        .await
-        .expect("create configmap");
+    let configmaps = create_configmap(&client, &ns, "site", json!({"index.html": "good v1\n"})).await;
     let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
     for i in 0..DEPLOYMENTS {
         deployments

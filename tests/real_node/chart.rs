@@ -14,7 +14,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use testenv::{Cluster, namespace, wait_for};
 
-use crate::harness::{TIMEOUT, helm, install_wave, run, turn, wave_image};
+use crate::harness::{
+    TIMEOUT, config_hash, create_configmap, helm, helm_wave, install_wave, run, turn, wave_image,
+};
 
 /// Kinds whose objects come and go on their own while the test runs.
 const CHURNING: &[&str] = &["events", "events.events.k8s.io"];
@@ -70,16 +72,7 @@ async fn rolled_from(client: &Client, ns: &str, old: Option<String>) -> String {
     let deployments = Api::<Deployment>::namespaced(client.clone(), ns);
     wait_for("the workload to roll to a new hash", TIMEOUT, || async {
         let d = deployments.get("app").await.ok()?;
-        let hash = d
-            .spec
-            .as_ref()?
-            .template
-            .metadata
-            .as_ref()?
-            .annotations
-            .as_ref()?
-            .get("wave.pusher.com/config-hash")?
-            .clone();
+        let hash = config_hash(&d)?;
         let status = d.status.as_ref()?;
         let done = Some(hash.clone()) != old
             && status.observed_generation >= d.metadata.generation
@@ -115,20 +108,14 @@ async fn the_chart_installs_upgrades_and_uninstalls_leaving_nothing_behind() {
     let Some(node) = turn("chart").await else { return };
     let (cluster, client) = (node.cluster, node.client.clone());
     // The image is imported before the first look, and the namespace made: neither is the chart's.
-    let image = wave_image(cluster);
+    wave_image(cluster);
     let ns = namespace(&client, "real-chart").await;
     let before = everything(cluster);
     let release = format!("wave-{ns}");
 
     // Default values, but for the image and the namespace wave watches.
     install_wave(cluster, &ns, &[]);
-    let configmaps = Api::<ConfigMap>::namespaced(client.clone(), &ns);
-    let settings: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"VALUE": "one"}})).unwrap();
-    configmaps
-        .create(&PostParams::default(), &settings)
-        .await
-        .expect("create configmap");
+    let configmaps = create_configmap(&client, &ns, "settings", json!({"VALUE": "one"})).await;
     Api::<Deployment>::namespaced(client.clone(), &ns)
         .create(&PostParams::default(), &workload())
         .await
@@ -139,16 +126,7 @@ async fn the_chart_installs_upgrades_and_uninstalls_leaving_nothing_behind() {
 
     // The same chart with other values: two replicas (leader election, a PodDisruptionBudget) and the
     // webhook (a certificate wave issues into a Secret).
-    let (repository, tag) = image.split_once(':').expect("name:tag");
-    run(helm(cluster)
-        .args(["upgrade", &release])
-        .arg(testenv::repo_root().join("charts/wave"))
-        .args(["--namespace", &ns, "--wait", "--timeout", "180s"])
-        .args(["--set", &format!("image.repository={repository}")])
-        .args(["--set", &format!("image.tag={tag}")])
-        .args(["--set", "image.pullPolicy=Never"])
-        .args(["--set", &format!("namespaces={{{ns}}}")])
-        .args(["--set", "replicas=2", "--set", "webhook.enabled=true"]));
+    helm_wave(cluster, "upgrade", &ns, &["replicas=2", "webhook.enabled=true"]);
     let wave = Api::<Deployment>::namespaced(client.clone(), &ns)
         .get(&release)
         .await

@@ -4,12 +4,11 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use testenv::{http_get_at, namespace, wait_for};
 
-use crate::harness::{TIMEOUT, exec_env, install_wave, pods, served, turn};
+use crate::harness::{TIMEOUT, create_configmap, exec_env, install_wave, pods, served, turn};
 
 const CHANGES: usize = 20;
 
@@ -76,13 +75,7 @@ async fn a_config_change_is_served_by_every_real_pod_and_seen_in_their_env() {
         ],
     );
 
-    let configmaps = Api::<ConfigMap>::namespaced(client.clone(), &ns);
-    let cm: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "site"}, "data": site(0)})).unwrap();
-    configmaps
-        .create(&PostParams::default(), &cm)
-        .await
-        .expect("create configmap");
+    let configmaps = create_configmap(&client, &ns, "site", site(0)).await;
     Api::<Deployment>::namespaced(client.clone(), &ns)
         .create(&PostParams::default(), &web(&ns))
         .await

@@ -5,9 +5,10 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, PostParams};
 use testenv::{Cluster, helm_bin_dir, http_get_at, real_node_or_skip, repo_root};
 
 /// Long enough for a cold image import and a few rollouts on two cores.
@@ -44,34 +45,47 @@ fn static_bin(var: &str, target: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("set {var} to the static binary (`make {target}`; `make test` does)"))
 }
 
-/// wave's image (`hack/oci-image wave`, the Dockerfile's final stage), imported into the node once.
-pub fn wave_image(cluster: &Cluster) -> &'static str {
-    static IMAGE: OnceLock<()> = OnceLock::new();
-    IMAGE.get_or_init(|| {
-        let archive = cluster.dir().join("wave-image.tar");
+/// `hack/oci-image KIND <the static binary in VAR> ARCHIVE --name NAME`, imported into the node once.
+fn image(
+    once: &'static OnceLock<()>,
+    cluster: &Cluster,
+    kind: &str,
+    (var, target): (&str, &str),
+    name: &'static str,
+    extra: &[&str],
+) -> &'static str {
+    once.get_or_init(|| {
+        let archive = cluster.dir().join(format!("{kind}-image.tar"));
         run(Command::new(repo_root().join("hack/oci-image"))
-            .arg("wave")
-            .arg(static_bin("WAVE_STATIC_BIN", "static"))
+            .arg(kind)
+            .arg(static_bin(var, target))
             .arg(&archive)
-            .args(["--name", "wave:testenv", "--commit", "test"]));
+            .args(["--name", name])
+            .args(extra));
         cluster.import_image(&archive);
     });
-    "wave:testenv"
+    name
 }
 
-/// wave-reload's demo app (`hack/oci-image app`), imported into the node once.
+/// wave's image (`hack/oci-image wave`, the Dockerfile's final stage).
+pub fn wave_image(cluster: &Cluster) -> &'static str {
+    static IMAGE: OnceLock<()> = OnceLock::new();
+    let bin = ("WAVE_STATIC_BIN", "static");
+    image(
+        &IMAGE,
+        cluster,
+        "wave",
+        bin,
+        "wave:testenv",
+        &["--commit", "test"],
+    )
+}
+
+/// wave-reload's demo app (`hack/oci-image app`).
 pub fn reload_demo_image(cluster: &Cluster) -> &'static str {
     static IMAGE: OnceLock<()> = OnceLock::new();
-    IMAGE.get_or_init(|| {
-        let archive = cluster.dir().join("reload-demo-image.tar");
-        run(Command::new(repo_root().join("hack/oci-image"))
-            .arg("app")
-            .arg(static_bin("WAVE_RELOAD_DEMO_BIN", "reload-demo"))
-            .arg(&archive)
-            .args(["--name", "reload-demo:testenv"]));
-        cluster.import_image(&archive);
-    });
-    "reload-demo:testenv"
+    let bin = ("WAVE_RELOAD_DEMO_BIN", "reload-demo");
+    image(&IMAGE, cluster, "app", bin, "reload-demo:testenv", &[])
 }
 
 /// `helm3` against the node's cluster, with a Helm home of its own.
@@ -89,10 +103,15 @@ pub fn helm(cluster: &Cluster) -> Command {
 /// returns when helm's `--wait` says wave is ready. The release is named after the namespace, since
 /// its ClusterRole is named after the release.
 pub fn install_wave(cluster: &Cluster, namespace: &str, set: &[&str]) {
+    helm_wave(cluster, "install", namespace, set);
+}
+
+/// `helm install` or `helm upgrade` (`verb`) of the chart, as [`install_wave`] describes.
+pub fn helm_wave(cluster: &Cluster, verb: &str, namespace: &str, set: &[&str]) {
     let image = wave_image(cluster);
     let (repository, tag) = image.split_once(':').expect("name:tag");
     let mut c = helm(cluster);
-    c.args(["install", &format!("wave-{namespace}")])
+    c.args([verb, &format!("wave-{namespace}")])
         .arg(repo_root().join("charts/wave"))
         .args([
             "--namespace",
@@ -158,4 +177,34 @@ pub fn exec_env(cluster: &Cluster, namespace: &str, pod: &str) -> String {
     run(cluster
         .kubectl()
         .args(["exec", "-n", namespace, pod, "--", "env"]))
+}
+
+/// Creates the ConfigMap `name` in `namespace` with `data`; returns the namespace's ConfigMaps.
+pub async fn create_configmap(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    data: serde_json::Value,
+) -> Api<ConfigMap> {
+    let configmaps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "data": data}))
+        .expect("a ConfigMap");
+    configmaps
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create configmap");
+    configmaps
+}
+
+/// The config hash on a Deployment's pod template.
+pub fn config_hash(d: &Deployment) -> Option<String> {
+    d.spec
+        .as_ref()?
+        .template
+        .metadata
+        .as_ref()?
+        .annotations
+        .as_ref()?
+        .get(wave_core::names::CONFIG_HASH)
+        .cloned()
 }

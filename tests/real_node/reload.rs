@@ -5,13 +5,13 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use testenv::{namespace, wait_for};
 
-use crate::harness::{TIMEOUT, reload_demo_image, run, served, turn};
+use crate::harness::{TIMEOUT, create_configmap, reload_demo_image, run, served, turn};
 
 fn demo(image: &str) -> Pod {
     serde_json::from_value(json!({
@@ -71,13 +71,7 @@ async fn a_reloading_app_serves_each_change_without_a_restart_after_exactly_one_
     let client = node.client.clone();
     let image = reload_demo_image(node.cluster);
     let ns = namespace(&client, "real-reload").await;
-    let configmaps = Api::<ConfigMap>::namespaced(client.clone(), &ns);
-    let cm: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "demo"}, "data": config("hello")})).unwrap();
-    configmaps
-        .create(&PostParams::default(), &cm)
-        .await
-        .expect("create configmap");
+    let configmaps = create_configmap(&client, &ns, "demo", config("hello")).await;
     Api::<Pod>::namespaced(client.clone(), &ns)
         .create(&PostParams::default(), &demo(image))
         .await

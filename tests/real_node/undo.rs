@@ -4,12 +4,11 @@
 use std::process::Command;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use testenv::{namespace, wait_for};
 
-use crate::harness::{TIMEOUT, install_wave, pods, run, served, turn};
+use crate::harness::{TIMEOUT, config_hash, create_configmap, install_wave, pods, run, served, turn};
 
 fn web() -> Deployment {
     serde_json::from_value(json!({
@@ -47,18 +46,6 @@ async fn serves(client: &kube::Client, ns: &str, want: &str) -> Option<()> {
         .then_some(())
 }
 
-fn config_hash(d: &Deployment) -> Option<String> {
-    d.spec
-        .as_ref()?
-        .template
-        .metadata
-        .as_ref()?
-        .annotations
-        .as_ref()?
-        .get("wave.pusher.com/config-hash")
-        .cloned()
-}
-
 #[tokio::test]
 async fn a_rollout_undo_with_restore_config_ends_with_real_pods_serving_the_old_config() {
     let Some(node) = turn("undo").await else { return };
@@ -73,14 +60,7 @@ async fn a_rollout_undo_with_restore_config_ends_with_real_pods_serving_the_old_
             "extraArgs={--min-rollout-interval=0}",
         ],
     );
-    let configmaps = Api::<ConfigMap>::namespaced(client.clone(), &ns);
-    let cm: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "site"}, "data": {"index.html": "good v1\n"}}))
-            .unwrap();
-    configmaps
-        .create(&PostParams::default(), &cm)
-        .await
-        .expect("create configmap");
+    let configmaps = create_configmap(&client, &ns, "site", json!({"index.html": "good v1\n"})).await;
     let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
     deployments
         .create(&PostParams::default(), &web())

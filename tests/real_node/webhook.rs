@@ -8,7 +8,7 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use testenv::{namespace, wait_for};
 
-use crate::harness::{TIMEOUT, install_wave, pods, served, turn};
+use crate::harness::{TIMEOUT, config_hash, install_wave, pods, served, turn};
 
 fn web(name: &str, configmap: &str) -> Deployment {
     serde_json::from_value(json!({
@@ -59,12 +59,7 @@ async fn the_webhook_hashes_at_creation_and_gates_a_pod_until_its_configmap_exis
     };
     wait_for("the apiserver to call the webhook", TIMEOUT, || async {
         let d = deployments.create(&dry_run, &web("probe", "site")).await.ok()?;
-        d.spec?
-            .template
-            .metadata?
-            .annotations?
-            .get("wave.pusher.com/config-hash")
-            .map(|_| ())
+        config_hash(&d).map(drop)
     })
     .await;
 
@@ -72,13 +67,7 @@ async fn the_webhook_hashes_at_creation_and_gates_a_pod_until_its_configmap_exis
         .create(&PostParams::default(), &web("hashed", "site"))
         .await
         .expect("create");
-    let hash = created.spec.and_then(|s| {
-        s.template
-            .metadata?
-            .annotations?
-            .get("wave.pusher.com/config-hash")
-            .cloned()
-    });
+    let hash = config_hash(&created);
     assert!(hash.is_some(), "the Deployment was created without its hash");
     wait_for("the hashed Deployment to serve v1", TIMEOUT, || async {
         let pods = pods(&client, &ns, "app=hashed").await;

@@ -4,9 +4,15 @@
 //! delete them too, and nothing of wave is left behind.
 //!
 //! ```text
-//! start-up: GET own Deployment ─► Owner (its uid) ─► certs::ensure: the Secret carries the reference
-//!                                                └► lease::campaign: the Lease is given it (one patch)
+//! each certificate check (certs::ensure): GET own Deployment ─► Owner (its uid) ─► the Secret carries
+//!     the reference (written only when it lacks it, or names an earlier Deployment of that name)
+//! leader election on: GET own Deployment once ─► lease::campaign: the Lease is given it (one patch)
 //! ```
+//!
+//! The Secret is checked against the Deployment as it is now, so one deleted and made again (a new
+//! uid, pods orphaned and adopted) owns it at the next check. A Lease that lost its owner that way is
+//! deleted by the garbage collector; the leader then fails to renew it, exits, and its successor makes
+//! it again, owned.
 //!
 //! An owner reference names no namespace: the garbage collector looks for the owner in the dependent's
 //! own namespace, and deletes a dependent whose owner it cannot find there. So an object in another
@@ -53,8 +59,9 @@ impl Owner {
     }
 
     /// `existing` with this owner's reference added, if `namespace` is the Deployment's and it is not
-    /// there yet; `None` when nothing is to change.
-    pub fn added_to(
+    /// there yet, and without a reference to an earlier Deployment of the same name (deleted and made
+    /// again: the garbage collector would delete the object for it); `None` when nothing is to change.
+    pub fn references_for(
         &self,
         namespace: &str,
         existing: Option<&[OwnerReference]>,
@@ -64,27 +71,39 @@ impl Owner {
         if existing.iter().any(|r| r.uid == reference.uid) {
             return None;
         }
-        Some(existing.iter().cloned().chain([reference.clone()]).collect())
+        let earlier = |r: &&OwnerReference| {
+            r.kind == reference.kind && r.api_version == reference.api_version && r.name == reference.name
+        };
+        Some(
+            existing
+                .iter()
+                .filter(|r| !earlier(r))
+                .cloned()
+                .chain([reference.clone()])
+                .collect(),
+        )
     }
 
     /// Gives `name` in `namespace` this owner's reference, unless it has it (or lives elsewhere): one
-    /// read, and one strategic merge patch (owner references merge by uid, so the patch keeps others').
+    /// read, and one merge patch of the whole list, guarded by the version read (a 409, another
+    /// replica adopting it at the same moment, is an error the caller reports).
     pub async fn adopt<K>(&self, api: &Api<K>, namespace: &str, name: &str) -> Result<(), kube::Error>
     where
         K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
     {
-        let Some(reference) = self.reference_in(namespace) else {
-            return Ok(());
-        };
-        let object = api.get(name).await?;
-        if self
-            .added_to(namespace, object.meta().owner_references.as_deref())
-            .is_none()
-        {
+        if self.reference_in(namespace).is_none() {
             return Ok(());
         }
-        let body = serde_json::json!({"metadata": {"ownerReferences": [reference]}});
-        api.patch(name, &PatchParams::default(), &Patch::Strategic(&body))
+        let object = api.get(name).await?;
+        let Some(references) = self.references_for(namespace, object.meta().owner_references.as_deref())
+        else {
+            return Ok(());
+        };
+        let body = serde_json::json!({"metadata": {
+            "ownerReferences": references,
+            "resourceVersion": object.meta().resource_version,
+        }});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
             .await
             .map(drop)
     }
@@ -125,7 +144,7 @@ mod tests {
     fn an_object_in_another_namespace_is_never_given_the_reference_that_would_get_it_deleted() {
         let owner = owner();
         assert!(owner.reference_in("tenant").is_none());
-        assert_eq!(owner.added_to("tenant", None), None);
+        assert_eq!(owner.references_for("tenant", None), None);
         assert_eq!(owner.reference_in("wave").map(|r| r.uid.as_str()), Some("u-1"));
     }
 
@@ -140,13 +159,29 @@ mod tests {
             ..Default::default()
         };
         let added = owner
-            .added_to("wave", Some(std::slice::from_ref(&other)))
+            .references_for("wave", Some(std::slice::from_ref(&other)))
             .expect("added");
         assert_eq!(
             added.iter().map(|r| r.uid.as_str()).collect::<Vec<_>>(),
             ["u-2", "u-1"]
         );
-        assert_eq!(owner.added_to("wave", Some(&added)), None);
+        assert_eq!(owner.references_for("wave", Some(&added)), None);
+    }
+
+    #[test]
+    fn a_reference_to_an_earlier_deployment_of_the_same_name_is_replaced() {
+        let owner = owner();
+        let earlier = OwnerReference {
+            uid: "u-0".into(),
+            ..owner.reference_in("wave").expect("same namespace").clone()
+        };
+        let replaced = owner
+            .references_for("wave", Some(std::slice::from_ref(&earlier)))
+            .expect("replaced");
+        assert_eq!(
+            replaced.iter().map(|r| r.uid.as_str()).collect::<Vec<_>>(),
+            ["u-1"]
+        );
     }
 
     #[test]

@@ -98,9 +98,10 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         None => Hashing::Plain,
     };
     let identity = lease::identity();
-    let owner = match &config.own_deployment {
-        Some(id) => crate::owner::own_deployment(&client, id).await,
-        None => None,
+    // Only the Lease needs it once: the webhook's certificate reads it at each check (`owner`).
+    let owner = match (&config.own_deployment, &config.leader_election) {
+        (Some(id), Some(_)) => crate::owner::own_deployment(&client, id).await,
+        _ => None,
     };
     let lease = config
         .leader_election
@@ -169,9 +170,14 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     )
     .await?;
     if let Some(webhook) = &config.webhook {
-        webhook::serve(ctx.clone(), webhook, owner, shutdown.clone())
-            .await
-            .map_err(RunError::Webhook)?;
+        webhook::serve(
+            ctx.clone(),
+            webhook,
+            config.own_deployment.clone(),
+            shutdown.clone(),
+        )
+        .await
+        .map_err(RunError::Webhook)?;
     }
     let changes = watch::changes(&client, &scopes, ctx.watch_health.clone(), &metrics);
     let live = &ctx.liveness;

@@ -30,7 +30,8 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use crate::api::is_conflict;
 use crate::config::CertificateSource;
 use crate::error::WebhookError;
-use crate::owner::Owner;
+use crate::owner;
+use wave_core::workload::WorkloadRef;
 
 /// How long a generated serving certificate is valid by default; it is renewed when a third is left.
 pub const CERT_LIFETIME: Duration = Duration::from_secs(90 * 24 * 3600);
@@ -57,9 +58,10 @@ pub struct CertificateConfig {
     pub dns_names: Vec<String>,
     /// Lifetime of a serving certificate wave issues.
     pub lifetime: Duration,
-    /// wave's own Deployment: the Secret wave issues is owned by it, so an uninstall deletes it
-    /// (`crate::owner`).
-    pub owner: Option<Owner>,
+    /// wave's own Deployment (`--own-deployment`): the Secret wave issues is owned by it, so an
+    /// uninstall deletes it (`crate::owner`). Read again at each check, so a Deployment deleted and
+    /// made again (a new uid) owns it too.
+    pub owner: Option<WorkloadRef>,
 }
 
 impl CertificateConfig {
@@ -287,29 +289,36 @@ async fn ensure(client: &Client, cfg: &CertificateConfig) -> Result<Bundle, Webh
         secret: cfg.secret(),
         source: Box::new(e),
     };
+    let owner = match &cfg.owner {
+        Some(id) => owner::own_deployment(client, id).await,
+        None => None,
+    };
     for _ in 0..3 {
         let existing = api.get_opt(&cfg.secret_name).await.map_err(secret_err)?;
         let now = Timestamp::now();
-        let owners = existing
-            .as_ref()
-            .and_then(|s| s.metadata.owner_references.clone());
+        let meta = existing.as_ref().map(|s| s.metadata.clone()).unwrap_or_default();
         // A Secret from before wave gave it an owner (or from a wave run without one) is adopted.
-        let adopted = cfg
-            .owner
+        let owners = owner
             .as_ref()
-            .and_then(|o| o.added_to(&cfg.namespace, owners.as_deref()));
+            .and_then(|o| o.references_for(&cfg.namespace, meta.owner_references.as_deref()));
         let (bundle, issued) = match existing.as_ref().and_then(from_secret) {
-            Some(current) if is_current(&current, cfg, now) && adopted.is_none() => return Ok(current),
+            Some(current) if is_current(&current, cfg, now) && owners.is_none() => return Ok(current),
             Some(current) if is_current(&current, cfg, now) => (current, false),
             other => (renew(other.as_ref(), cfg, now)?, true),
         };
         let mut secret = to_secret(&bundle);
-        secret.metadata.name = Some(cfg.secret_name.clone());
-        secret.metadata.namespace = Some(cfg.namespace.clone());
-        secret.metadata.owner_references = adopted.or(owners);
-        secret.metadata.resource_version = existing
-            .as_ref()
-            .and_then(|s| s.metadata.resource_version.clone());
+        // What others put on it (labels, annotations: a GitOps tool's, Helm's) stays.
+        let mut annotations = meta.annotations.unwrap_or_default();
+        annotations.extend(secret.metadata.annotations.take().unwrap_or_default());
+        secret.metadata = ObjectMeta {
+            name: Some(cfg.secret_name.clone()),
+            namespace: Some(cfg.namespace.clone()),
+            labels: meta.labels,
+            annotations: Some(annotations),
+            owner_references: owners.or(meta.owner_references),
+            resource_version: meta.resource_version,
+            ..Default::default()
+        };
         // Create, or replace at the version read: another replica racing us makes this conflict, and the
         // loop then uses what it wrote.
         let written = match existing {
@@ -330,6 +339,12 @@ async fn ensure(client: &Client, cfg: &CertificateConfig) -> Result<Bundle, Webh
             }
             // 409: AlreadyExists on create, Conflict on replace.
             Err(e) if is_conflict(&e) => continue,
+            // Only the owner was to change: the certificate serves as it is, and the Secret is left
+            // for an uninstall to leave behind.
+            Err(e) if !issued => {
+                tracing::warn!(secret = %cfg.secret(), error = %crate::api::describe(&e), "cannot make wave's Deployment the owner of the webhook certificate's Secret; an uninstall will leave it behind");
+                return Ok(bundle);
+            }
             Err(e) => return Err(secret_err(e)),
         }
     }

@@ -34,11 +34,11 @@ use kube::core::admission::AdmissionReview;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use wave_core::webhook::{self as paths, PathToken};
+use wave_core::workload::WorkloadRef;
 
 use self::certs::{CertificateConfig, ServingCert};
 use crate::config::WebhookConfig;
 use crate::error::WebhookError;
-use crate::owner::Owner;
 use crate::state::Context;
 
 /// How often the Secret is read again, at most, to renew the certificate or pick up cert-manager's
@@ -139,7 +139,7 @@ async fn refresh(client: &kube::Client, sources: &Sources) -> Result<(ServingCer
 pub async fn serve(
     ctx: Arc<Context>,
     config: &WebhookConfig,
-    owner: Option<Owner>,
+    owner: Option<WorkloadRef>,
     shutdown: CancellationToken,
 ) -> Result<(), WebhookError> {
     let namespace = crate::lease::lease_namespace(config.secret_namespace.as_deref());
