@@ -42,7 +42,7 @@ fn a_real_node_that_ran_a_pod_leaves_no_chain_cgroup_mount_link_or_path_behind()
         return;
     }
     let before = leftovers(true);
-    let dir = std::env::temp_dir().join(format!("wave-real-node-teardown-{}", std::process::id()));
+    let dir = testenv::private_dir("wave-real-node-teardown");
     let cluster = Cluster::start_in(dir, &["--real-node", "--nodes", "0"]);
     let pod = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper", "namespace": "default"},
         "spec": {"containers": [{"name": "c", "image": "busybox:testenv", "imagePullPolicy": "Never",

@@ -93,7 +93,7 @@ pub fn real_node() -> Result<&'static Cluster, String> {
 
 /// A new directory under the temporary directory that only this user may enter: `hack/testenv down`
 /// acts as root on what a real node's DIR records, so it must not be one someone else made first.
-fn private_dir(prefix: &str) -> PathBuf {
+pub fn private_dir(prefix: &str) -> PathBuf {
     use std::os::unix::fs::DirBuilderExt;
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
