@@ -1250,3 +1250,91 @@ async fn an_update_that_drops_the_hash_of_a_held_workload_keeps_the_hash_it_had(
         "the update keeps the hash the Deployment had; the held change rolls when it may"
     );
 }
+
+/// The certificate's Secret and its owner reference, once wave is up.
+async fn certificate_secret(client: &kube::Client, names: &Names) -> Secret {
+    Api::<Secret>::namespaced(client.clone(), &names.secret_namespace)
+        .get(&names.secret)
+        .await
+        .expect("the certificate's Secret")
+}
+
+#[tokio::test]
+async fn a_certificate_secret_from_before_owners_is_adopted_by_waves_deployment_keeping_its_certificate_and_labels()
+ {
+    let (client, ns) = setup("wh-owner").await;
+    let names = Names::for_test(&ns);
+    let port = register(&client, &ns, &names.config).await;
+    let kubeconfig = cluster().kubeconfig();
+    // As an older wave left it: issued, with no owner; someone labelled it since.
+    let old = start_on(&client, &kubeconfig, &ns, &names, port, &[]).await;
+    drop(old);
+    let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+    secrets
+        .patch(
+            &names.secret,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {"team": "platform"}}})),
+        )
+        .await
+        .expect("label the Secret");
+    let before = certificate_secret(&client, &names).await;
+    assert!(before.metadata.owner_references.is_none());
+
+    // wave's "own Deployment", in another namespace: never its owner there (the garbage collector
+    // would look for it in the Secret's namespace, and delete the Secret).
+    let elsewhere = testenv::namespace(&client, "wh-owner-elsewhere").await;
+    let spec = pod_spec(json!({}), json!({}));
+    create_workload(
+        &client,
+        &elsewhere,
+        WorkloadKind::DEPLOYMENT,
+        "wave",
+        json!({}),
+        spec.clone(),
+    )
+    .await;
+    let own = format!("--own-deployment={elsewhere}/wave");
+    let wave = start_on(&client, &kubeconfig, &ns, &names, port, &[&own]).await;
+    drop(wave);
+    assert_eq!(
+        certificate_secret(&client, &names)
+            .await
+            .metadata
+            .owner_references,
+        None,
+        "a Deployment in another namespace was made the Secret's owner"
+    );
+
+    // Its Deployment in the Secret's namespace adopts it, certificate and label unchanged.
+    create_workload(&client, &ns, WorkloadKind::DEPLOYMENT, "wave", json!({}), spec).await;
+    let uid = workloads(&client, &ns, WorkloadKind::DEPLOYMENT)
+        .get("wave")
+        .await
+        .expect("the Deployment")
+        .metadata
+        .uid
+        .expect("a uid");
+    let own = format!("--own-deployment={ns}/wave");
+    let _wave = start_on(&client, &kubeconfig, &ns, &names, port, &[&own]).await;
+    // The certificate is checked before the webhook serves, so the adoption is done by now.
+    let after = certificate_secret(&client, &names).await;
+    let owners = after.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(
+        owners
+            .iter()
+            .map(|r| (r.kind.as_str(), r.name.as_str(), r.uid.as_str()))
+            .collect::<Vec<_>>(),
+        [("Deployment", "wave", uid.as_str())]
+    );
+    assert_eq!(after.data, before.data, "the certificate was issued again");
+    assert_eq!(
+        after
+            .metadata
+            .labels
+            .and_then(|l| l.get("team").cloned())
+            .as_deref(),
+        Some("platform"),
+        "the label someone put on it was lost"
+    );
+}
