@@ -342,7 +342,8 @@ async fn ensure(client: &Client, cfg: &CertificateConfig) -> Result<Bundle, Webh
             // Only the owner was to change: the certificate serves as it is, and the Secret is left
             // for an uninstall to leave behind.
             Err(e) if !issued => {
-                tracing::warn!(secret = %cfg.secret(), error = %crate::api::describe(&e), "cannot make wave's Deployment the owner of the webhook certificate's Secret; an uninstall will leave it behind");
+                // Only the status code: an apiserver's message about a Secret's write may quote it.
+                tracing::warn!(secret = %cfg.secret(), status = ?crate::api::status_code(&e), "cannot make wave's Deployment the owner of the webhook certificate's Secret; an uninstall will leave it behind");
                 return Ok(bundle);
             }
             Err(e) => return Err(secret_err(e)),
