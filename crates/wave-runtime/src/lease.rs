@@ -33,9 +33,9 @@ pub struct LeaseConfig {
     pub identity: String,
     /// Lease duration in seconds.
     pub duration_seconds: u64,
-    /// wave's own Deployment: the Lease is given its owner reference, so an uninstall deletes it
-    /// (`crate::owner`).
-    pub owner: Option<crate::owner::Owner>,
+    /// wave's own Deployment (`--own-deployment`): the Lease is given its owner reference, so an
+    /// uninstall deletes it (`crate::owner`).
+    pub owner: Option<wave_core::workload::WorkloadRef>,
 }
 
 /// The namespace for the lease: the flag, else `POD_NAMESPACE`, else the in-cluster namespace, else
@@ -127,6 +127,10 @@ pub async fn campaign(
     // for two renewals to fail before another replica may take over.
     let grace = (config.duration_seconds / 3).max(1);
     let leases: Api<Lease> = Api::namespaced(client.clone(), &config.namespace);
+    let owner = match &config.owner {
+        Some(id) => crate::owner::owner_in(&client, id, &config.namespace).await,
+        None => None,
+    };
     let manager = match LeaseManagerBuilder::new(client, &config.name)
         .with_namespace(&config.namespace)
         .with_identity(&config.identity)
@@ -140,8 +144,8 @@ pub async fn campaign(
         Err(e) => return lease_err(e),
     };
     // The manager has created the Lease if it was missing.
-    if let Some(owner) = &config.owner
-        && let Err(e) = owner.adopt(&leases, &config.namespace, &config.name).await
+    if let Some(owner) = &owner
+        && let Err(e) = owner.adopt(&leases, &config.name).await
     {
         tracing::warn!(error = %crate::api::describe(&e), "cannot make wave's Deployment the owner of its Lease; an uninstall will leave the Lease behind");
     }

@@ -4,20 +4,21 @@
 //! delete them too, and nothing of wave is left behind.
 //!
 //! ```text
-//! each certificate check (certs::ensure): GET own Deployment ─► Owner (its uid) ─► the Secret carries
-//!     the reference (written only when it lacks it, or names an earlier Deployment of that name)
-//! leader election on: GET own Deployment once ─► lease::campaign: the Lease is given it (one patch)
+//! certs::ensure, when it writes the Secret or the Secret names no Deployment of that name:
+//!     owner_in: GET own Deployment ─► Owner (its uid) ─► the Secret carries the reference
+//! lease::campaign, once: owner_in ─► Owner::adopt: the Lease is given it (one patch)
 //! ```
 //!
-//! The Secret is checked against the Deployment as it is now, so one deleted and made again (a new
-//! uid, pods orphaned and adopted) owns it at the next check. A Lease that lost its owner that way is
-//! deleted by the garbage collector; the leader then fails to renew it, exits, and its successor makes
-//! it again, owned.
+//! The Deployment is read when a reference is written, never kept: one deleted and made again (a new
+//! uid, pods orphaned and adopted) owns what wave writes next. What the earlier one owned is deleted by
+//! the garbage collector: wave issues its certificate again at its next check, and the leader, whose
+//! Lease renewals then fail, exits, and its successor makes the Lease again, owned.
 //!
 //! An owner reference names no namespace: the garbage collector looks for the owner in the dependent's
 //! own namespace, and deletes a dependent whose owner it cannot find there. So an object in another
 //! namespace than the Deployment's (a `--webhook-secret-namespace` or `--leader-election-namespace`
-//! set apart by hand) is never given the reference ([`Owner::reference_in`]).
+//! set apart by hand) is never given the reference, and the Deployment is not even read for it
+//! ([`owner_in`]).
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -25,6 +26,11 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use wave_core::workload::WorkloadRef;
+
+/// The owner's API version: wave's own Deployment.
+const API_VERSION: &str = "apps/v1";
+/// The owner's kind.
+const KIND: &str = "Deployment";
 
 /// wave's own Deployment, as an owner of what wave creates for itself.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,8 +46,8 @@ impl Owner {
         Some(Self {
             namespace: meta.namespace.clone()?,
             reference: OwnerReference {
-                api_version: "apps/v1".into(),
-                kind: "Deployment".into(),
+                api_version: API_VERSION.into(),
+                kind: KIND.into(),
                 name: meta.name.clone()?,
                 uid: meta.uid.clone()?,
                 // Neither: wave's Deployment does not control these objects, and blocking its deletion
@@ -71,32 +77,30 @@ impl Owner {
         if existing.iter().any(|r| r.uid == reference.uid) {
             return None;
         }
-        let earlier = |r: &&OwnerReference| {
-            r.kind == reference.kind && r.api_version == reference.api_version && r.name == reference.name
-        };
         Some(
             existing
                 .iter()
-                .filter(|r| !earlier(r))
+                .filter(|r| !is_deployment_named(r, &reference.name))
                 .cloned()
                 .chain([reference.clone()])
                 .collect(),
         )
     }
 
-    /// Gives `name` in `namespace` this owner's reference, unless it has it (or lives elsewhere): one
-    /// read, and one merge patch of the whole list, guarded by the version read (a 409, another
+    /// Gives `name`, in the namespace `api` and this owner share, this owner's reference unless it has
+    /// it: one read, and one merge patch of the whole list, guarded by the version read (a 409, another
     /// replica adopting it at the same moment, is an error the caller reports).
-    pub async fn adopt<K>(&self, api: &Api<K>, namespace: &str, name: &str) -> Result<(), kube::Error>
+    pub async fn adopt<K>(&self, api: &Api<K>, name: &str) -> Result<(), kube::Error>
     where
         K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
     {
-        if self.reference_in(namespace).is_none() {
-            return Ok(());
-        }
         let object = api.get(name).await?;
-        let Some(references) = self.references_for(namespace, object.meta().owner_references.as_deref())
-        else {
+        let references = object
+            .meta()
+            .namespace
+            .as_deref()
+            .and_then(|ns| self.references_for(ns, object.meta().owner_references.as_deref()));
+        let Some(references) = references else {
             return Ok(());
         };
         let body = serde_json::json!({"metadata": {
@@ -109,9 +113,26 @@ impl Owner {
     }
 }
 
-/// Reads wave's own Deployment. `None`, with a warning, when it cannot be read: wave runs on, and what
-/// it creates for itself is then left behind by an uninstall.
-pub async fn own_deployment(client: &Client, id: &WorkloadRef) -> Option<Owner> {
+/// Whether `existing` names the Deployment `id` (whatever its uid): it is owned, or will be deleted
+/// with an earlier Deployment of that name and made again. Nothing to read for it then.
+pub fn names(existing: Option<&[OwnerReference]>, id: &WorkloadRef) -> bool {
+    existing
+        .unwrap_or_default()
+        .iter()
+        .any(|r| is_deployment_named(r, &id.name))
+}
+
+fn is_deployment_named(r: &OwnerReference, name: &str) -> bool {
+    r.kind == KIND && r.api_version == API_VERSION && r.name == name
+}
+
+/// wave's own Deployment `id` as the owner of an object in `namespace`: `None` without a read in any
+/// other namespace; `None`, with a warning, when it cannot be read (wave runs on, and what it creates
+/// for itself is then left behind by an uninstall).
+pub async fn owner_in(client: &Client, id: &WorkloadRef, namespace: &str) -> Option<Owner> {
+    if id.namespace != namespace {
+        return None;
+    }
     let api: Api<Deployment> = Api::namespaced(client.clone(), &id.namespace);
     match api.get(&id.name).await {
         Ok(deployment) => Owner::of(&deployment),
@@ -182,6 +203,23 @@ mod tests {
             replaced.iter().map(|r| r.uid.as_str()).collect::<Vec<_>>(),
             ["u-1"]
         );
+    }
+
+    #[test]
+    fn a_reference_to_the_deployment_by_name_whatever_its_uid_needs_no_read() {
+        let owner = owner();
+        let id = WorkloadRef::new(wave_core::workload::WorkloadKind::DEPLOYMENT, "wave", "wave");
+        let earlier = OwnerReference {
+            uid: "u-0".into(),
+            ..owner.reference_in("wave").expect("same namespace").clone()
+        };
+        assert!(names(Some(std::slice::from_ref(&earlier)), &id));
+        let other = OwnerReference {
+            name: "other".into(),
+            ..earlier
+        };
+        assert!(!names(Some(std::slice::from_ref(&other)), &id));
+        assert!(!names(None, &id));
     }
 
     #[test]

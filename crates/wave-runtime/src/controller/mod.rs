@@ -98,11 +98,6 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         None => Hashing::Plain,
     };
     let identity = lease::identity();
-    // Only the Lease needs it once: the webhook's certificate reads it at each check (`owner`).
-    let owner = match (&config.own_deployment, &config.leader_election) {
-        (Some(id), Some(_)) => crate::owner::own_deployment(&client, id).await,
-        _ => None,
-    };
     let lease = config
         .leader_election
         .as_ref()
@@ -111,7 +106,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             namespace: lease::lease_namespace(election.namespace.as_deref()),
             identity: identity.clone(),
             duration_seconds: election.duration_seconds.max(2),
-            owner: owner.clone(),
+            owner: config.own_deployment.clone(),
         });
     let ctx = Arc::new(Context {
         client: client.clone(),

@@ -59,8 +59,8 @@ pub struct CertificateConfig {
     /// Lifetime of a serving certificate wave issues.
     pub lifetime: Duration,
     /// wave's own Deployment (`--own-deployment`): the Secret wave issues is owned by it, so an
-    /// uninstall deletes it (`crate::owner`). Read again at each check, so a Deployment deleted and
-    /// made again (a new uid) owns it too.
+    /// uninstall deletes it (`crate::owner`). Read when the Secret is written or names no Deployment
+    /// of that name, never kept, so a Deployment deleted and made again (a new uid) owns it too.
     pub owner: Option<WorkloadRef>,
 }
 
@@ -289,22 +289,30 @@ async fn ensure(client: &Client, cfg: &CertificateConfig) -> Result<Bundle, Webh
         secret: cfg.secret(),
         source: Box::new(e),
     };
-    let owner = match &cfg.owner {
-        Some(id) => owner::own_deployment(client, id).await,
-        None => None,
-    };
     for _ in 0..3 {
         let existing = api.get_opt(&cfg.secret_name).await.map_err(secret_err)?;
         let now = Timestamp::now();
         let meta = existing.as_ref().map(|s| s.metadata.clone()).unwrap_or_default();
-        // A Secret from before wave gave it an owner (or from a wave run without one) is adopted.
-        let owners = owner
+        let current = existing
             .as_ref()
-            .and_then(|o| o.references_for(&cfg.namespace, meta.owner_references.as_deref()));
-        let (bundle, issued) = match existing.as_ref().and_then(from_secret) {
-            Some(current) if is_current(&current, cfg, now) && owners.is_none() => return Ok(current),
-            Some(current) if is_current(&current, cfg, now) => (current, false),
-            other => (renew(other.as_ref(), cfg, now)?, true),
+            .and_then(from_secret)
+            .filter(|b| is_current(b, cfg, now));
+        // The Deployment is read only for a write: the certificate's, or the adoption of a Secret from
+        // before wave gave it an owner (or from a wave run without one).
+        let unowned = |id: &WorkloadRef| !owner::names(meta.owner_references.as_deref(), id);
+        let owners = match &cfg.owner {
+            Some(id) if current.is_none() || unowned(id) => owner::owner_in(client, id, &cfg.namespace)
+                .await
+                .and_then(|o| o.references_for(&cfg.namespace, meta.owner_references.as_deref())),
+            _ => None,
+        };
+        let (bundle, issued) = match current {
+            Some(current) if owners.is_none() => return Ok(current),
+            Some(current) => (current, false),
+            None => (
+                renew(existing.as_ref().and_then(from_secret).as_ref(), cfg, now)?,
+                true,
+            ),
         };
         let mut secret = to_secret(&bundle);
         // What others put on it (labels, annotations: a GitOps tool's, Helm's) stays.
