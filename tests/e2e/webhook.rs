@@ -1338,3 +1338,49 @@ async fn a_certificate_secret_from_before_owners_is_adopted_by_waves_deployment_
         "the label someone put on it was lost"
     );
 }
+
+#[tokio::test]
+async fn an_adoption_the_apiserver_refuses_only_warns_and_wave_serves_the_certificate_as_it_was() {
+    let (client, ns) = setup("wh-owner-refused").await;
+    let names = Names::for_test(&ns);
+    let port = register(&client, &ns, &names.config).await;
+    let kubeconfig = cluster().kubeconfig();
+    drop(start_on(&client, &kubeconfig, &ns, &names, port, &[]).await);
+    // Every update of the certificate's Secret now fails with a 500.
+    Api::<Secret>::namespaced(client.clone(), &ns)
+        .patch(
+            &names.secret,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {(FailingWrites::LABEL): &ns}}})),
+        )
+        .await
+        .expect("label the Secret");
+    let failing = FailingWrites::start(&client, &ns, "", "secrets").await;
+    let before = certificate_secret(&client, &names).await;
+    create_workload(
+        &client,
+        &ns,
+        WorkloadKind::DEPLOYMENT,
+        "wave",
+        json!({}),
+        pod_spec(json!({}), json!({})),
+    )
+    .await;
+
+    // It starts and serves all the same (the apiserver calls it), with the certificate it had.
+    let own = format!("--own-deployment={ns}/wave");
+    let wave = start_on(&client, &kubeconfig, &ns, &names, port, &[&own]).await;
+    let after = certificate_secret(&client, &names).await;
+    assert_eq!(after.metadata.owner_references, None);
+    assert_eq!(after.data, before.data, "the certificate changed");
+    let log = wave.output();
+    assert!(
+        log.contains("cannot make wave's Deployment the owner of the webhook certificate's Secret"),
+        "{log}"
+    );
+    // The Secret's key is nowhere in what wave said about it.
+    let key = String::from_utf8(before.data.expect("data")["tls.key"].0.clone()).expect("PEM");
+    let body = key.lines().nth(1).expect("a line of the key");
+    assert!(!log.contains(body), "wave logged the certificate's key");
+    failing.stop(&client).await;
+}
