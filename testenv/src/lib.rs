@@ -67,7 +67,7 @@ pub fn cluster() -> &'static Cluster {
 ///
 /// Only "not root" and "not Linux" are reasons to skip: any other (a missing package, a failed
 /// build, a node that never became Ready) panics, so that CI fails where the node should run.
-pub fn real_node() -> Result<&'static Cluster, String> {
+fn real_node() -> Result<&'static Cluster, String> {
     let node = REAL_NODE.get_or_init(|| match real_node_unsupported() {
         Some(why) => Err(NoNode::Skip(why)),
         None => {
@@ -249,11 +249,6 @@ impl Cluster {
             String::from_utf8_lossy(&out.stderr)
         );
         PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-    }
-
-    /// A value of the cluster's `env` file (`TESTENV_NODE_IP`, `TESTENV_POD_SUBNET`, …).
-    pub fn env(&self, key: &str) -> Option<String> {
-        read_env(&self.dir, key)
     }
 
     /// Imports an OCI archive (`hack/oci-image`) into the real node's runtime.
@@ -472,6 +467,28 @@ pub fn is_alive(pid: u32) -> bool {
                 .map(|(_, rest)| rest.trim_start().starts_with('Z'))
         })
         .is_some_and(|zombie| !zombie)
+}
+
+/// Creates the ConfigMap `name` in `ns` with `data`.
+pub async fn create_configmap(client: &Client, ns: &str, name: &str, data: serde_json::Value) {
+    let cm: k8s_openapi::api::core::v1::ConfigMap =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "data": data})).unwrap();
+    Api::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+}
+
+/// Merge-patches a ConfigMap (`{"data": …}`).
+pub async fn patch_configmap(client: &Client, ns: &str, name: &str, patch: serde_json::Value) {
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+        .unwrap();
 }
 
 /// Creates a namespace with a unique name starting with `prefix`.

@@ -11,6 +11,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testenv::{cluster, free_port, http_get, tolerate_kwok, wait_for};
+pub use testenv::{create_configmap, patch_configmap};
 use wave_core::workload::{Workload, WorkloadKind, WorkloadRef};
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
@@ -168,27 +169,11 @@ pub async fn setup(prefix: &str) -> (Client, String) {
     (client, ns)
 }
 
-pub async fn create_configmap(client: &Client, ns: &str, name: &str, data: Value) {
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).unwrap();
-    Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &cm)
-        .await
-        .unwrap();
-}
-
 pub async fn create_secret(client: &Client, ns: &str, name: &str, string_data: Value) {
     let s: Secret =
         serde_json::from_value(json!({"metadata": {"name": name}, "stringData": string_data})).unwrap();
     Api::<Secret>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &s)
-        .await
-        .unwrap();
-}
-
-/// Merge-patches a ConfigMap's `data`.
-pub async fn patch_configmap(client: &Client, ns: &str, name: &str, patch: Value) {
-    Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .unwrap();
 }

@@ -3,11 +3,11 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
-use testenv::{namespace, wait_for};
+use testenv::{create_configmap, namespace, patch_configmap, wait_for};
 
-use crate::harness::{TIMEOUT, create_configmap, install_wave, pods, served, turn};
+use crate::harness::{TIMEOUT, install_wave, pods, served, turn};
 
 const DEPLOYMENTS: usize = 10;
 
@@ -82,7 +82,7 @@ async fn a_bad_config_reaches_at_most_two_of_ten_real_deployments_and_a_fix_roll
             "extraArgs={--min-rollout-interval=0,--max-concurrent-rollouts=2}",
         ],
     );
-    let configmaps = create_configmap(&client, &ns, "site", json!({"index.html": "good v1\n"})).await;
+    create_configmap(&client, &ns, "site", json!({"index.html": "good v1\n"})).await;
     let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
     for i in 0..DEPLOYMENTS {
         deployments
@@ -95,14 +95,7 @@ async fn a_bad_config_reaches_at_most_two_of_ten_real_deployments_and_a_fix_roll
     })
     .await;
 
-    configmaps
-        .patch(
-            "site",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"index.html": "bad v2\n"}})),
-        )
-        .await
-        .expect("the bad change");
+    patch_configmap(&client, &ns, "site", json!({"data": {"index.html": "bad v2\n"}})).await;
     let events = Api::<Event>::namespaced(client.clone(), &ns);
     wait_for("the halt on the ConfigMap", TIMEOUT, || async {
         let list = events
@@ -140,14 +133,7 @@ async fn a_bad_config_reaches_at_most_two_of_ten_real_deployments_and_a_fix_roll
         "a Deployment stopped serving the old page while its new pod failed: {served:?}"
     );
 
-    configmaps
-        .patch(
-            "site",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"index.html": "good v3\n"}})),
-        )
-        .await
-        .expect("the fix");
+    patch_configmap(&client, &ns, "site", json!({"data": {"index.html": "good v3\n"}})).await;
     wait_for("every Deployment to serve the fix", TIMEOUT, || {
         all_serve(&client, &ns, "good v3\n")
     })

@@ -10,13 +10,11 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
-use testenv::{Cluster, namespace, wait_for};
+use testenv::{Cluster, create_configmap, namespace, patch_configmap, wait_for};
 
-use crate::harness::{
-    TIMEOUT, config_hash, create_configmap, helm, helm_wave, install_wave, run, turn, wave_image,
-};
+use crate::harness::{TIMEOUT, config_hash, helm, helm_wave, install_wave, run, turn, wave_image};
 
 /// Kinds whose objects come and go on their own while the test runs.
 const CHURNING: &[&str] = &["events", "events.events.k8s.io"];
@@ -85,14 +83,7 @@ async fn rolled_from(client: &Client, ns: &str, old: Option<String>) -> String {
 }
 
 async fn change(client: &Client, ns: &str, value: &str) {
-    Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .patch(
-            "settings",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"VALUE": value}})),
-        )
-        .await
-        .expect("change the configmap");
+    patch_configmap(client, ns, "settings", json!({"data": {"VALUE": value}})).await;
 }
 
 /// Whether `owners` names wave's Deployment (`uid`).
@@ -115,7 +106,7 @@ async fn the_chart_installs_upgrades_and_uninstalls_leaving_nothing_behind() {
 
     // Default values, but for the image and the namespace wave watches.
     install_wave(cluster, &ns, &[]);
-    let configmaps = create_configmap(&client, &ns, "settings", json!({"VALUE": "one"})).await;
+    create_configmap(&client, &ns, "settings", json!({"VALUE": "one"})).await;
     Api::<Deployment>::namespaced(client.clone(), &ns)
         .create(&PostParams::default(), &workload())
         .await
@@ -165,7 +156,7 @@ async fn the_chart_installs_upgrades_and_uninstalls_leaving_nothing_behind() {
         .delete("app", &DeleteParams::foreground())
         .await
         .expect("delete the workload");
-    configmaps
+    Api::<ConfigMap>::namespaced(client.clone(), &ns)
         .delete("settings", &DeleteParams::default())
         .await
         .expect("delete the configmap");

@@ -4,11 +4,11 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
-use testenv::{http_get_at, namespace, wait_for};
+use testenv::{create_configmap, http_get_at, namespace, patch_configmap, wait_for};
 
-use crate::harness::{TIMEOUT, create_configmap, exec_env, install_wave, pods, served, turn};
+use crate::harness::{TIMEOUT, exec_env, install_wave, pods, served, turn};
 
 const CHANGES: usize = 20;
 
@@ -75,7 +75,7 @@ async fn a_config_change_is_served_by_every_real_pod_and_seen_in_their_env() {
         ],
     );
 
-    let configmaps = create_configmap(&client, &ns, "site", site(0)).await;
+    create_configmap(&client, &ns, "site", site(0)).await;
     Api::<Deployment>::namespaced(client.clone(), &ns)
         .create(&PostParams::default(), &web(&ns))
         .await
@@ -106,14 +106,7 @@ async fn a_config_change_is_served_by_every_real_pod_and_seen_in_their_env() {
     let mut took = Vec::with_capacity(CHANGES);
     for version in 1..=CHANGES {
         let changed = Instant::now();
-        configmaps
-            .patch(
-                "site",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"data": site(version)})),
-            )
-            .await
-            .expect("change the configmap");
+        patch_configmap(&client, &ns, "site", json!({"data": site(version)})).await;
         let want = format!("site v{version}\n");
         let now = wait_for(&format!("both pods to serve v{version}"), TIMEOUT, || {
             all_serve(&client, &ns, &want)

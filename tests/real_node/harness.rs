@@ -6,9 +6,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use testenv::{Cluster, helm_bin_dir, http_get_at, real_node_or_skip, repo_root};
 
 /// Long enough for a cold image import and a few rollouts on two cores.
@@ -177,23 +177,6 @@ pub fn exec_env(cluster: &Cluster, namespace: &str, pod: &str) -> String {
     run(cluster
         .kubectl()
         .args(["exec", "-n", namespace, pod, "--", "env"]))
-}
-
-/// Creates the ConfigMap `name` in `namespace` with `data`; returns the namespace's ConfigMaps.
-pub async fn create_configmap(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-    data: serde_json::Value,
-) -> Api<ConfigMap> {
-    let configmaps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
-    let cm: ConfigMap = serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "data": data}))
-        .expect("a ConfigMap");
-    configmaps
-        .create(&PostParams::default(), &cm)
-        .await
-        .expect("create configmap");
-    configmaps
 }
 
 /// The config hash on a Deployment's pod template.

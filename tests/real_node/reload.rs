@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
-use testenv::{namespace, wait_for};
+use testenv::{create_configmap, namespace, patch_configmap, wait_for};
 
-use crate::harness::{TIMEOUT, create_configmap, reload_demo_image, run, served, turn};
+use crate::harness::{TIMEOUT, reload_demo_image, run, served, turn};
 
 fn demo(image: &str) -> Pod {
     serde_json::from_value(json!({
@@ -71,7 +71,7 @@ async fn a_reloading_app_serves_each_change_without_a_restart_after_exactly_one_
     let client = node.client.clone();
     let image = reload_demo_image(node.cluster);
     let ns = namespace(&client, "real-reload").await;
-    let configmaps = create_configmap(&client, &ns, "demo", config("hello")).await;
+    create_configmap(&client, &ns, "demo", config("hello")).await;
     Api::<Pod>::namespaced(client.clone(), &ns)
         .create(&PostParams::default(), &demo(image))
         .await
@@ -83,14 +83,7 @@ async fn a_reloading_app_serves_each_change_without_a_restart_after_exactly_one_
 
     let mut delays = Vec::new();
     for message in ["hi again", "third time"] {
-        configmaps
-            .patch(
-                "demo",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"data": config(message)})),
-            )
-            .await
-            .expect("change the configmap");
+        patch_configmap(&client, &ns, "demo", json!({"data": config(message)})).await;
         let changed = Instant::now();
         let want = format!("{message}\n");
         // The kubelet brings the change into the volume on its next sync of the pod; the app reloads

@@ -4,11 +4,12 @@
 use std::process::Command;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
 use serde_json::json;
-use testenv::{namespace, wait_for};
+use testenv::{create_configmap, namespace, patch_configmap, wait_for};
 
-use crate::harness::{TIMEOUT, config_hash, create_configmap, install_wave, pods, run, served, turn};
+use crate::harness::{TIMEOUT, config_hash, install_wave, pods, run, served, turn};
 
 fn web() -> Deployment {
     serde_json::from_value(json!({
@@ -60,7 +61,7 @@ async fn a_rollout_undo_with_restore_config_ends_with_real_pods_serving_the_old_
             "extraArgs={--min-rollout-interval=0}",
         ],
     );
-    let configmaps = create_configmap(&client, &ns, "site", json!({"index.html": "good v1\n"})).await;
+    create_configmap(&client, &ns, "site", json!({"index.html": "good v1\n"})).await;
     let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
     deployments
         .create(&PostParams::default(), &web())
@@ -75,14 +76,7 @@ async fn a_rollout_undo_with_restore_config_ends_with_real_pods_serving_the_old_
     })
     .await;
 
-    configmaps
-        .patch(
-            "site",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"index.html": "bad v2\n"}})),
-        )
-        .await
-        .expect("the bad change");
+    patch_configmap(&client, &ns, "site", json!({"data": {"index.html": "bad v2\n"}})).await;
     wait_for("the pod to serve v2", TIMEOUT, || {
         serves(&client, &ns, "bad v2\n")
     })
@@ -112,7 +106,10 @@ async fn a_rollout_undo_with_restore_config_ends_with_real_pods_serving_the_old_
         serves(&client, &ns, "good v1\n")
     })
     .await;
-    let cm = configmaps.get("site").await.expect("get configmap");
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), &ns)
+        .get("site")
+        .await
+        .expect("get configmap");
     assert_eq!(
         cm.data.unwrap_or_default().get("index.html").map(String::as_str),
         Some("good v1\n")

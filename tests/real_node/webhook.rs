@@ -3,10 +3,10 @@
 //! held by the scheduling gate, then starts and serves the config once it is created.
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
-use testenv::{namespace, wait_for};
+use testenv::{create_configmap, namespace, wait_for};
 
 use crate::harness::{TIMEOUT, config_hash, install_wave, pods, served, turn};
 
@@ -34,25 +34,17 @@ fn web(name: &str, configmap: &str) -> Deployment {
     .expect("deployment")
 }
 
-fn configmap(name: &str, page: &str) -> ConfigMap {
-    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"index.html": page}})).unwrap()
-}
-
 #[tokio::test]
 async fn the_webhook_hashes_at_creation_and_gates_a_pod_until_its_configmap_exists() {
     let Some(node) = turn("webhook").await else { return };
     let client = node.client.clone();
     let ns = namespace(&client, "real-webhook").await;
     install_wave(node.cluster, &ns, &["updateRate=0", "webhook.enabled=true"]);
-    let configmaps = Api::<ConfigMap>::namespaced(client.clone(), &ns);
     let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
 
     // The apiserver calls the webhook through the Service once wave's CA is in the registration; until
     // then (failurePolicy Ignore) a create is admitted unhashed. So: a dry run until one comes back hashed.
-    configmaps
-        .create(&PostParams::default(), &configmap("site", "here v1\n"))
-        .await
-        .expect("create");
+    create_configmap(&client, &ns, "site", json!({"index.html": "here v1\n"})).await;
     let dry_run = PostParams {
         dry_run: true,
         ..Default::default()
@@ -107,10 +99,7 @@ async fn the_webhook_hashes_at_creation_and_gates_a_pod_until_its_configmap_exis
         gated.spec.and_then(|s| s.node_name).is_none(),
         "a gated pod is never scheduled, so never started"
     );
-    configmaps
-        .create(&PostParams::default(), &configmap("later", "arrived v1\n"))
-        .await
-        .expect("create");
+    create_configmap(&client, &ns, "later", json!({"index.html": "arrived v1\n"})).await;
     wait_for(
         "the pod of `early` to start and serve the config",
         TIMEOUT,
