@@ -27,6 +27,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use wave_core::duration::parse_go_duration;
 use wave_core::flap::FlapPolicy;
+use wave_core::inplace::Strategy;
 use wave_core::ratelimit;
 use wave_core::refs::{ConfigKind, CrossNamespace};
 use wave_core::workload::WorkloadKind;
@@ -34,6 +35,7 @@ use wave_runtime::config::{
     BindAddress, BuildInfo, CertificateSource, Config, LeaderElection, LogFormat, SecretName, WebhookConfig,
 };
 
+use crate::commands::agent::AgentArgs;
 use crate::commands::completion::CompletionArgs;
 use crate::commands::explain::ExplainArgs;
 use crate::commands::hash::{self, HashArgs};
@@ -112,6 +114,10 @@ pub enum Command {
         after_help = "Examples:\n  source <(wave completion bash)\n  wave completion zsh > \"${fpath[1]}/_wave\"\n  wave completion fish > ~/.config/fish/completions/wave.fish"
     )]
     Completion(CompletionArgs),
+    /// Run as the agent container of a pod that restarts in place: exit 42 when wave asks the pod to
+    /// restart (wave adds this container; see docs/behaviour.md, "Restarting in place").
+    #[command(hide = true)]
+    Agent(AgentArgs),
     /// One line per opted-in workload: its hash, whether it is pinned after an undo, whether it keeps
     /// config history, and how its rollout is doing.
     #[command(after_help = "Example:\n  wave status -n shop\n  wave status deployment/web -n shop")]
@@ -393,6 +399,24 @@ pub struct RolloutSafetyArgs {
     /// `wave.pusher.com/rollout-deadline` overrides it per workload.
     #[arg(long, env = "WAVE_ROLLOUT_DEADLINE", default_value = "10m", value_parser = parse_go_duration)]
     pub rollout_deadline: Duration,
+
+    /// How a Deployment, StatefulSet or DaemonSet without the annotation `wave.pusher.com/restart` gets
+    /// new config: `rollout` (a new hash on its pod template: its controller replaces every pod) or
+    /// `in-place` (the containers of its existing pods restart; Kubernetes 1.35 or later with
+    /// RestartAllContainersOnContainerExits, and --agent-image). `docs/behaviour.md`, "Restarting in place".
+    #[arg(
+        long,
+        env = "WAVE_RESTART_STRATEGY",
+        default_value = "rollout",
+        value_parser = Strategy::parse,
+        requires_if("in-place", "agent_image")
+    )]
+    pub restart_strategy: Strategy,
+
+    /// The image of the agent container that restarting in place adds to pod templates: wave's own
+    /// image (the chart sets it). Without it, nothing restarts in place: every workload rolls out.
+    #[arg(long, env = "WAVE_AGENT_IMAGE")]
+    pub agent_image: Option<String>,
 }
 
 impl RolloutSafetyArgs {
@@ -720,6 +744,8 @@ impl RunArgs {
             flap: rollout.flap(),
             max_concurrent_rollouts: rollout.max_concurrent_rollouts,
             rollout_deadline: rollout.rollout_deadline,
+            restart_strategy: rollout.restart_strategy,
+            agent_image: rollout.agent_image,
 
             leader_election: leader_election.into_config(),
 

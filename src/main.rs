@@ -47,6 +47,7 @@ fn main() -> ExitCode {
             .block_on(wave::commands::history::run_diff(&args))
             .map_err(failure),
         Command::Completion(args) => Ok(wave::commands::completion::run(&args)),
+        Command::Agent(args) => Ok(runtime.block_on(wave::commands::agent::run(&args))),
         Command::Status(args) => runtime
             .block_on(wave::commands::status::run(&args))
             .map_err(failure),

@@ -231,6 +231,10 @@ pub(crate) async fn assess(
             now: k8s_openapi::jiff::Timestamp::now(),
             max_gate: super::DEFAULT_MAX_GATE,
             hashing: hashing.clone(),
+            // `wave run`'s --restart-strategy is not known here: the workload's annotation tells. A
+            // command writes nothing, so the agent's image only has to be there for the decision.
+            restart: wave_core::inplace::Strategy::Rollout,
+            agent_image: Some(String::new()),
         };
         let namespaces = refs.keys().into_iter().map(|k| k.namespace);
         let halts = halts.of(client, namespaces).await?;
@@ -324,6 +328,13 @@ fn explain(workload: &Workload, desired: &str, decision: &Decision) -> (&'static
         Decision::Hold(Hold::Paused) => {
             "it is paused (`kubectl rollout pause`): it rolls when `kubectl rollout resume` resumes it"
                 .to_string()
+        }
+        Decision::Write { write, .. } if write.in_place.is_some() => {
+            "the config changed since its pods last restarted: wave restarts them in place (pending)"
+                .to_string()
+        }
+        Decision::Write { write, rollout: true, .. } if write.add_agent.is_some() => {
+            "the config changed since the hash was written: wave rolls it (pending), adding the agent that restarts its pods in place from then on".to_string()
         }
         Decision::Write { rollout: true, .. } => {
             "the config changed since the hash was written: wave rolls it (pending)".to_string()

@@ -8,6 +8,7 @@
 //! Exit codes: 0 success; 1 `wave hash` found missing required config; 2 bad usage or unreadable input;
 //! 3 the cluster could not be asked, or the object does not exist.
 
+pub mod agent;
 pub mod completion;
 pub mod explain;
 pub mod hash;

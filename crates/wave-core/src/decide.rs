@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use crate::coalesce::{self, Coalescer};
 use crate::flap::FlapDetector;
 use crate::hash::{Fetched, Missing};
+use crate::inplace::{self, Record, Strategy};
 use crate::pace::{self, Halt, Marker, Version};
 use crate::plan::{self, Plan, Write};
 use crate::refs::{ConfigKey, References};
@@ -132,6 +133,7 @@ impl Decision {
             Decision::Hold(Hold::Flapping { .. }) => "held",
             Decision::Hold(Hold::Coalesced(_)) => "coalesced",
             Decision::Hold(Hold::Paused) => "paused",
+            Decision::Write { write, .. } if write.in_place.is_some() => "restart-in-place",
             Decision::Write { rollout: true, .. } => "rollout",
             Decision::Write { .. } => "write",
         }
@@ -178,10 +180,48 @@ pub fn decision(s: &Situation<'_>) -> Decision {
             Verdict::Hold(hold) => return Decision::Hold(hold),
         }
     }
+    let mut write = write;
+    if let Some(image) = s.policy.agent_image.as_deref() {
+        restart_in_place(w, &mut write, rollout, &versions, s.memory.rolled, s.policy, image);
+    }
     Decision::Write {
         write,
         rollout,
         versions,
+    }
+}
+
+/// Shapes the config write of a workload that restarts in place (`inplace`): a config-triggered
+/// rollout of a template that has the agent becomes an in-place restart (a record on the workload's
+/// metadata, nothing on its template); any other hash write to a template without the agent adds it,
+/// so that the next change restarts in place (for a rollout, the runtime says so in an Event). A gate
+/// or scheduler write is left as it is.
+fn restart_in_place(
+    w: &Workload,
+    write: &mut Write,
+    rollout: bool,
+    versions: &BTreeMap<String, String>,
+    rolled: Option<&Rolled>,
+    policy: &plan::Policy,
+    image: &str,
+) {
+    let Some(hash) = write.hash.as_deref() else {
+        return;
+    };
+    if write.release_gate.is_some()
+        || write.restore_scheduler.is_some()
+        || Strategy::of(w, policy.restart).0 != Strategy::InPlace
+    {
+        return;
+    }
+    if !inplace::has_agent(&w.template) {
+        write.add_agent = Some(image.to_string());
+    } else if rollout {
+        let delivers = delivered(w, versions, rolled)
+            .into_iter()
+            .map(|v| (v.object, v.digest))
+            .collect();
+        write.in_place = Some(Record::new(hash, policy.now, delivers));
     }
 }
 

@@ -34,6 +34,7 @@ pub mod hash;
 pub mod history;
 pub mod impact;
 pub mod index;
+pub mod inplace;
 pub mod kind;
 pub mod legacy;
 pub mod manifest;

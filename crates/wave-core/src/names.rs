@@ -74,6 +74,13 @@ pub const INVALID_SCHEDULER: &str = "wave.pusher.com/invalid";
 /// The scheduler a template uses when `schedulerName` is unset.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
+/// The restart strategy of a workload: `rollout` (the default) or `in-place` (`inplace`).
+pub const RESTART: &str = "wave.pusher.com/restart";
+/// An in-place restart of a workload, on its metadata (`inplace::Record`).
+pub const IN_PLACE: &str = "wave.pusher.com/in-place";
+/// wave's request that a pod restart in place, on the pod (`inplace::Request`).
+pub const RESTART_REQUEST: &str = "wave.pusher.com/restart-request";
+
 /// The pod scheduling gate wave's webhook adds while required config is missing.
 pub const SCHEDULING_GATE: &str = "wave.pusher.com/config";
 /// Workload annotation: when wave's webhook gated it (RFC 3339), for `--max-gate-duration`.
@@ -186,6 +193,12 @@ pub mod reason {
     /// Warning, on wave's own Deployment (`--own-deployment`): with `--reloader-compat` on, a running
     /// Stakater Reloader was found, and both act on the same changes.
     pub const RELOADER_RUNNING: &str = "ReloaderRunning";
+    /// Every pod of a workload restarted in place into a new config hash.
+    pub const RESTARTED_IN_PLACE: &str = "RestartedInPlace";
+    /// A pod was not Ready in time after its in-place restart: the restart halts.
+    pub const IN_PLACE_RESTART_FAILED: &str = "InPlaceRestartFailed";
+    /// Restarting in place could not work for a workload: it rolled out instead.
+    pub const IN_PLACE_FALLBACK: &str = "InPlaceFallback";
 }
 
 /// Event `action` values (events.k8s.io/v1 requires one).
@@ -212,4 +225,6 @@ pub mod action {
     pub const RELOAD: &str = "Reload";
     /// Looking at the cluster as wave starts (a running Reloader).
     pub const START: &str = "Start";
+    /// Restarting a workload's pods in place.
+    pub const RESTART_IN_PLACE: &str = "RestartInPlace";
 }

@@ -348,6 +348,12 @@ impl Share {
             let released = w.annotations.get(names::HALT_RELEASED) == Some(&f.hash);
             share.add_failure(w, f.versions(), &f.why, released);
         }
+        if let Some(record) = crate::inplace::Record::read(w) {
+            // An in-place restart leaves the workload's status alone: the record says how far it got,
+            // and its failure is recorded above like a rollout's.
+            share.rolling = record.is_restarting();
+            return share;
+        }
         let Some(marker) = Marker::read(w).filter(|m| m.is_current(w)) else {
             return share;
         };

@@ -32,6 +32,7 @@ use super::hash::{self, Fetched, Hashing, Missing};
 use super::refs::References;
 use super::undo::Pin;
 use super::workload::Workload;
+use crate::inplace::{self, Record, Strategy};
 use crate::names;
 
 /// What to do for one workload.
@@ -53,7 +54,7 @@ pub enum Plan {
 }
 
 /// The content of one write.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Write {
     /// The new config hash, when it changes.
     pub hash: Option<String>,
@@ -68,6 +69,19 @@ pub struct Write {
     pub rollout: Option<String>,
     /// Remove the workload's pin (`undo`): the config changed since, and the new hash rolls.
     pub unpin: bool,
+    /// Restart the pods in place into `hash` (`inplace`): this record goes on the workload's metadata,
+    /// and nothing on its template.
+    pub in_place: Option<Record>,
+    /// Add the in-place agent from this image to the template with the hash (`inplace::agent_patch`):
+    /// a strategic merge patch, so the workload's own containers and volumes stay.
+    pub add_agent: Option<String>,
+}
+
+impl Write {
+    /// Whether the patch is a strategic merge patch (it adds the agent) rather than a merge patch.
+    pub fn is_strategic(&self) -> bool {
+        self.add_agent.is_some()
+    }
 }
 
 /// Removing `wave.pusher.com/config` from the pod template's scheduling gates.
@@ -103,6 +117,10 @@ pub struct Policy {
     pub max_gate: Duration,
     /// Plain SHA-256, or keyed with `--hash-key-secret`.
     pub hashing: Hashing,
+    /// `--restart-strategy`: how a workload without `wave.pusher.com/restart` gets new config.
+    pub restart: Strategy,
+    /// `--agent-image`: the image of the agent that restarting in place adds; none turns it off.
+    pub agent_image: Option<String>,
 }
 
 /// Decides what to write to `workload`, given its references and the content of those that exist.
@@ -142,6 +160,7 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, policy: &
                 mark_gated_at: None,
                 rollout: None,
                 unpin: false,
+                ..Default::default()
             })
         };
     }
@@ -163,6 +182,7 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, policy: &
                 mark_gated_at: Some(policy.now),
                 rollout: None,
                 unpin: false,
+                ..Default::default()
             });
         };
         let held = Duration::try_from(policy.now.duration_since(since)).unwrap_or_default();
@@ -178,6 +198,7 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, policy: &
                 mark_gated_at: None,
                 rollout: None,
                 unpin: false,
+                ..Default::default()
             }),
         };
     }
@@ -199,6 +220,7 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, policy: &
             release_gate,
             mark_gated_at: None,
             rollout: None,
+            ..Default::default()
         })
     }
 }
@@ -209,8 +231,22 @@ pub fn plan(workload: &Workload, refs: &References, fetched: &Fetched, policy: &
 pub fn patch_body(workload: &Workload, write: &Write) -> Value {
     let mut body = json!({ "metadata": { "resourceVersion": workload.resource_version } });
     let mut template = json!({});
-    if let Some(hash) = &write.hash {
-        template["metadata"]["annotations"][names::CONFIG_HASH] = json!(hash);
+    match (&write.hash, &write.in_place) {
+        (Some(_), Some(record)) => {
+            body["metadata"]["annotations"][names::IN_PLACE] = json!(record.render());
+        }
+        (Some(hash), None) => {
+            template["metadata"]["annotations"][names::CONFIG_HASH] = json!(hash);
+            if workload.annotations.contains_key(names::IN_PLACE) {
+                // The template's hash is the current one again: pods created from it run it.
+                body["metadata"]["annotations"][names::IN_PLACE] = Value::Null;
+            }
+            if let Some(image) = &write.add_agent {
+                let agent = inplace::agent_patch(image);
+                template["spec"] = agent["spec"].clone();
+            }
+        }
+        (None, _) => {}
     }
     if let Some(scheduler) = &write.restore_scheduler {
         body["metadata"]["annotations"][names::SCHEDULING_DISABLED] = Value::Null;
@@ -266,6 +302,8 @@ mod tests {
             now: "2026-11-22T12:00:00Z".parse().unwrap(),
             max_gate: Duration::from_secs(600),
             hashing: Hashing::Plain,
+            restart: Strategy::Rollout,
+            agent_image: None,
         }
     }
 
@@ -433,6 +471,7 @@ mod tests {
                 mark_gated_at: None,
                 rollout: None,
                 unpin: false,
+                ..Default::default()
             })
         );
     }
@@ -490,6 +529,7 @@ mod tests {
             mark_gated_at: None,
             rollout: None,
             unpin: false,
+            ..Default::default()
         };
         assert_eq!(
             plan(&w, &w.references(CrossNamespace::Deny), &Fetched::new()),
@@ -515,6 +555,7 @@ mod tests {
             mark_gated_at: None,
             rollout: None,
             unpin: false,
+            ..Default::default()
         };
         assert_eq!(
             plan(&w, &w.references(CrossNamespace::Deny), &Fetched::new()),
@@ -558,6 +599,7 @@ mod tests {
                 mark_gated_at: Some(now),
                 rollout: None,
                 unpin: false,
+                ..Default::default()
             }
         );
         let body = patch_body(&w, &write);
@@ -586,6 +628,7 @@ mod tests {
                 mark_gated_at: None,
                 rollout: None,
                 unpin: false,
+                ..Default::default()
             },
         );
         assert_eq!(
@@ -606,6 +649,7 @@ mod tests {
                 mark_gated_at: None,
                 rollout: None,
                 unpin: false,
+                ..Default::default()
             },
         );
         assert_eq!(

@@ -202,9 +202,13 @@ impl Workload {
         }
     }
 
-    /// The hash currently on the pod template, if any.
+    /// The config hash its pods run, or are restarting into: an in-place restart's
+    /// (`inplace::Record`) when it has one, else the hash on the pod template, if any.
     pub fn current_hash(&self) -> Option<&str> {
-        self.template.annotation(names::CONFIG_HASH)
+        self.annotations
+            .get(names::IN_PLACE)
+            .and_then(|record| crate::inplace::record_hash(record))
+            .or_else(|| self.template.annotation(names::CONFIG_HASH))
     }
 
     /// The original scheduler saved by Wave's webhook when it gated this workload.

@@ -419,6 +419,8 @@ impl Model {
             now: self.timestamp(),
             max_gate: Duration::from_secs(600),
             hashing: Hashing::Plain,
+            restart: wave_core::inplace::Strategy::Rollout,
+            agent_image: None,
         };
         let carried = self.wave.carried.get(&w).cloned().unwrap_or_default();
         let decision = decide::decision(&Situation {

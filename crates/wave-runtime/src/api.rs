@@ -120,6 +120,19 @@ pub async fn create_job(
     }
 }
 
+/// Merge-patches the pod `namespace/name` as field manager `wave` (an in-place restart's request).
+pub async fn patch_pod(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    body: &serde_json::Value,
+) -> Result<(), kube::Error> {
+    Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), namespace)
+        .patch(name, &as_wave(), &Patch::Merge(body))
+        .await
+        .map(drop)
+}
+
 /// Patch parameters naming wave as the field manager (every write wave makes).
 fn as_wave() -> PatchParams {
     PatchParams {

@@ -58,6 +58,10 @@ pub struct Config {
     pub workload_resources: Vec<wave_core::kind::ResourceSpec>,
     /// At most this many wave-triggered rollouts in progress at once (zero: no pacing).
     pub max_concurrent_rollouts: usize,
+    /// `--restart-strategy`: how a workload without `wave.pusher.com/restart` gets new config.
+    pub restart_strategy: wave_core::inplace::Strategy,
+    /// `--agent-image`: the in-place agent's image; none turns restarting in place off.
+    pub agent_image: Option<String>,
     /// How long a paced StatefulSet or DaemonSet rollout may take before it counts as failed.
     pub rollout_deadline: Duration,
     /// Keep config history for every workload that does not say `config-history: "false"`.

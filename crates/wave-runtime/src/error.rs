@@ -45,6 +45,17 @@ pub enum ReconcileError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// Reading a workload's pods, or asking one to restart in place, failed.
+    #[error("{what} for the in-place restart of {workload} failed")]
+    RestartInPlace {
+        /// The workload.
+        workload: WorkloadRef,
+        /// What: `listing its pods`, `asking pod x to restart`.
+        what: String,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
     /// Removing what Wave ≤ v0.6 left (an owner reference on a config object, or its finalizer) failed.
     #[error("removing Wave v0.6's {what} for {workload} failed")]
     LegacyCleanup {
@@ -96,6 +107,8 @@ pub enum Operation {
     PatchWorkload,
     /// Deleting the pods a released gate held.
     DeleteHeldPods,
+    /// Listing or marking a workload's pods for an in-place restart.
+    RestartInPlace,
     /// Removing what Wave ≤ v0.6 left.
     LegacyCleanup,
     /// Keeping or restoring config history.
@@ -110,6 +123,7 @@ impl Operation {
             Operation::GetWorkload => "get_workload",
             Operation::PatchWorkload => "patch_workload",
             Operation::DeleteHeldPods => "delete_held_pods",
+            Operation::RestartInPlace => "restart_in_place",
             Operation::LegacyCleanup => "legacy_cleanup",
             Operation::History => "config_history",
         }
@@ -121,6 +135,7 @@ impl Operation {
             Operation::GetWorkload => "get_workload_forbidden",
             Operation::PatchWorkload => "patch_workload_forbidden",
             Operation::DeleteHeldPods => "delete_held_pods_forbidden",
+            Operation::RestartInPlace => "restart_in_place_forbidden",
             Operation::LegacyCleanup => "legacy_cleanup_forbidden",
             Operation::History => "config_history_forbidden",
         }
@@ -135,6 +150,7 @@ impl ReconcileError {
             ReconcileError::GetWorkload { source, .. } => Some((Operation::GetWorkload, source)),
             ReconcileError::PatchWorkload { source, .. } => Some((Operation::PatchWorkload, source)),
             ReconcileError::DeleteHeldPods { source, .. } => Some((Operation::DeleteHeldPods, source)),
+            ReconcileError::RestartInPlace { source, .. } => Some((Operation::RestartInPlace, source)),
             ReconcileError::LegacyCleanup { source, .. } => Some((Operation::LegacyCleanup, source)),
             ReconcileError::History { source, .. } => Some((Operation::History, source)),
             ReconcileError::Conflict { .. } | ReconcileError::Panicked { .. } => None,

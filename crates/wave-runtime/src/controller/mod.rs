@@ -16,6 +16,7 @@ pub mod halting;
 pub mod held_pods;
 pub mod history;
 pub mod holds;
+pub mod in_place;
 pub mod legacy;
 pub mod outcome;
 pub mod reconcile;
@@ -126,6 +127,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         denied: Notes::counted(metrics.denied_references.clone()),
         max_gate: config.max_gate_duration,
         hashing,
+        restart: config.restart_strategy,
+        agent_image: config.agent_image.clone(),
         coalescer: Mutex::default(),
         min_rollout_interval: config.min_rollout_interval,
         flaps: Mutex::new(FlapDetector::new(config.flap)),

@@ -50,6 +50,8 @@ pub enum Outcome {
     HeldPodsDeleted,
     /// The workload's controller has not yet seen wave's last write: look again after this long.
     Waiting(Duration),
+    /// Its pods are restarting in place (`in_place`): look at them again after this long.
+    RestartingInPlace(Duration),
     /// A reload paused the Deployment (`deployment.reloader.stakater.com/pause-period`): resume it after
     /// this long.
     Paused(Duration),
@@ -76,6 +78,7 @@ impl Outcome {
             Outcome::HeldPodsDeleted => "held_pods_deleted",
             Outcome::Waiting(_) => "waiting",
             Outcome::Paused(_) => "paused",
+            Outcome::RestartingInPlace(_) => "restarting_in_place",
         }
     }
 }
@@ -131,6 +134,7 @@ fn retry_after(result: &Result<Outcome, ReconcileError>, failures: u32) -> Optio
             Outcome::RateLimited(wait)
             | Outcome::Waiting(wait)
             | Outcome::Paused(wait)
+            | Outcome::RestartingInPlace(wait)
             | Outcome::Coalesced(wait)
             | Outcome::HeldFlapping(wait),
         ) => Some(*wait),

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use wave_core::decide::{self, Decision, Rolled, Situation, UndoAction};
 use wave_core::hash::{Fetched, missing_message};
+use wave_core::inplace;
 use wave_core::names::{self, action, reason};
 use wave_core::plan::{self, GateReason, Write};
 use wave_core::refs::{ConfigKey, References};
@@ -32,7 +33,8 @@ use wave_core::workload::{Workload, WorkloadRef};
 
 use super::outcome::Outcome;
 use super::write::{self, Conflicts, Patched, What};
-use super::{halting, held_pods, history, holds, legacy};
+use super::{halting, held_pods, history, holds, in_place, legacy};
+use crate::api::PatchStyle;
 use crate::error::ReconcileError;
 use crate::events::EventType;
 use crate::metrics::KindLabel;
@@ -152,6 +154,8 @@ async fn plan_and_write(
             now: k8s_openapi::jiff::Timestamp::now(),
             max_gate: ctx.max_gate,
             hashing: ctx.hashing.clone(),
+            restart: ctx.restart,
+            agent_image: ctx.agent_image.clone(),
         };
         let decision = memory::with_memory(ctx, id, |memory| {
             decide::decision(&Situation {
@@ -178,6 +182,9 @@ async fn plan_and_write(
                 }
                 if let Some(outcome) = halting::record_failure(ctx, &workload).await? {
                     return Ok(outcome);
+                }
+                if let Some(record) = inplace::Record::read(&workload).filter(|r| r.is_restarting()) {
+                    return in_place::drive(ctx, &workload, &record).await;
                 }
                 if let Some(outcome) = history::keep(ctx, &workload, &refs, &fetched).await? {
                     return Ok(outcome);
@@ -227,9 +234,14 @@ async fn plan_and_write(
             return Ok(Outcome::Queued(Some(recheck)));
         }
         let body = plan::patch_body(&workload, &write);
+        let style = if write.is_strategic() {
+            PatchStyle::Strategic
+        } else {
+            PatchStyle::Merge
+        };
         // No write coming gives its slot back (`reconcile`); a conflict is re-planned at once and
         // keeps it.
-        match write::patch(ctx, &workload, &body, What::ConfigHash).await? {
+        match write::patch(ctx, &workload, &body, What::ConfigHash(style)).await? {
             Patched::Written => {
                 if rollout {
                     // Only config-triggered rollouts start an interval: a workload's first hash does not.
@@ -240,6 +252,9 @@ async fn plan_and_write(
                     ctx.known_hashes.note(id, hash, Some(Rolled::of(&versions)));
                 }
                 after_write(ctx, &workload, &write, triggered);
+                if rollout {
+                    say_in_place_fallback(ctx, &workload, &write);
+                }
                 return Ok(Outcome::Written);
             }
             Patched::Not(outcome) => return Ok(outcome),
@@ -409,6 +424,28 @@ fn after_write(ctx: &Context, workload: &Workload, write: &Write, triggered: Opt
             note,
         );
     }
+}
+
+/// A config rollout of a workload opted in to restarting in place that rolled out instead says why,
+/// once per change: its pods had no agent (this rollout adds it), or wave runs without --agent-image.
+fn say_in_place_fallback(ctx: &Context, workload: &Workload, write: &Write) {
+    let Some(hash) = write.hash.as_deref().filter(|_| write.in_place.is_none()) else {
+        return;
+    };
+    if inplace::Strategy::of(workload, ctx.restart).0 != inplace::Strategy::InPlace {
+        return;
+    }
+    let why = if write.add_agent.is_some() {
+        format!(
+            "its pods have no {} container yet; this rollout adds it, and the next change restarts them in place",
+            inplace::AGENT_CONTAINER
+        )
+    } else if ctx.agent_image.is_none() {
+        "wave runs without --agent-image (chart: inPlace.enabled=true)".to_string()
+    } else {
+        return;
+    };
+    in_place::say_fallback(ctx, workload, hash, &why);
 }
 
 fn report_missing(ctx: &Context, workload: &Workload, message: String) {

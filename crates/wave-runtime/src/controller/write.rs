@@ -70,8 +70,11 @@ pub fn not_writing(ctx: &Context) -> Outcome {
 /// What a workload write is, for its token and the words of a failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum What {
-    /// The config hash (or a gate released, scheduling restored): a rollout, so it takes a token.
-    ConfigHash,
+    /// The config hash (or a gate released, scheduling restored, an in-place restart begun): a rollout,
+    /// so it takes a token. Strategic when it adds the in-place agent (`plan::Write::is_strategic`).
+    ConfigHash(PatchStyle),
+    /// How far an in-place restart got (`wave_core::inplace::Record`), with its failure's record.
+    InPlaceRecord,
     /// What Reloader writes (an env var or annotation, a pause), as Reloader applies it (a strategic
     /// merge patch, or a merge patch for an Argo Rollout): a rollout, so it takes a token. A CronJob's
     /// reload is a Job started from it (`start`).
@@ -87,7 +90,8 @@ pub enum What {
 impl What {
     fn words(self) -> &'static str {
         match self {
-            What::ConfigHash => "Writing the config hash",
+            What::ConfigHash(_) => "Writing the config hash",
+            What::InPlaceRecord => "Recording an in-place restart",
             What::Reload(_) => "Writing the reload",
             What::Resume => "Ending the reload's pause",
             What::FailureRecord => "Recording a failed rollout",
@@ -97,7 +101,7 @@ impl What {
 
     fn style(self) -> PatchStyle {
         match self {
-            What::Reload(style) => style,
+            What::Reload(style) | What::ConfigHash(style) => style,
             _ => PatchStyle::Merge,
         }
     }
@@ -105,7 +109,7 @@ impl What {
     fn takes_token(self) -> bool {
         matches!(
             self,
-            What::ConfigHash | What::Reload(_) | What::Resume | What::FailureRecord
+            What::ConfigHash(_) | What::Reload(_) | What::Resume | What::FailureRecord
         )
     }
 }

@@ -72,6 +72,10 @@ pub struct Context {
     pub max_gate: Duration,
     /// How the config hash is computed (keyed with `--hash-key-secret`).
     pub hashing: Hashing,
+    /// `--restart-strategy`.
+    pub restart: wave_core::inplace::Strategy,
+    /// `--agent-image`.
+    pub agent_image: Option<String>,
     /// When each workload last rolled, for coalescing.
     pub coalescer: Mutex<Coalescer<WorkloadRef>>,
     /// `--min-rollout-interval`.

@@ -1,0 +1,280 @@
+//! Driving an in-place restart (`wave_core::inplace`): the thin shell that reads a workload's pods,
+//! asks the pure step what to do, and does it.
+//!
+//! ```text
+//! a reconcile finds the workload's hash current, with an in-place record still restarting
+//!   ─► gate ─► GET the workload (selector, uid, rolling-update budget) ─► LIST its pods by selector,
+//!      kept only if the workload controls them (directly, or through a ReplicaSet of its name)
+//!   ─► inplace::step ─► Mark   PATCH each pod's `restart-request` (guarded by its uid) ─► look again in 1 s
+//!                     ─► Wait  look again in 1 s
+//!                     ─► Done  the record says done ─► Normal RestartedInPlace
+//!                     ─► Failed   the record says failed, with the failure record that halts its
+//!                                 versions (`pace::Failure`) ─► Warning InPlaceRestartFailed
+//!                     ─► Fallback the hash on the template (an ordinary rollout), the record removed
+//!                                 ─► Warning InPlaceFallback
+//! ```
+//!
+//! There is no pod watch: only a workload restarting in place has its pods read, once a second, so wave's
+//! memory does not grow with the cluster's pods.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams};
+use kube::core::DynamicObject;
+use serde_json::json;
+use wave_core::inplace::{self, PodView, Record, Request, Step};
+use wave_core::names::{self, action, reason};
+use wave_core::pace::{self, Failure};
+use wave_core::plan::{self, Write};
+use wave_core::workload::{Workload, WorkloadKind, WorkloadRef};
+
+use super::outcome::Outcome;
+use super::write::{self, Patched, What};
+use crate::api::{self, PatchStyle, is_not_found};
+use crate::error::ReconcileError;
+use crate::events::EventType;
+use crate::state::Context;
+
+/// How soon a workload restarting in place looks at its pods again.
+pub const POLL: Duration = Duration::from_secs(1);
+
+/// One step of the in-place restart of `workload` into `record` (see the module docs).
+pub async fn drive(ctx: &Context, workload: &Workload, record: &Record) -> Result<Outcome, ReconcileError> {
+    let id = &workload.id;
+    let failed = |what: String| {
+        let id = id.clone();
+        move |source| ReconcileError::RestartInPlace {
+            workload: id,
+            what,
+            source: Box::new(source),
+        }
+    };
+    if let Err(outcome) = write::gate(ctx).await {
+        return Ok(outcome);
+    }
+    let Some(object) = api::get_object(&ctx.client, id)
+        .await
+        .map_err(failed("reading the workload".into()))?
+    else {
+        return Ok(Outcome::Gone);
+    };
+    let pods = Api::<Pod>::namespaced(ctx.client.clone(), &id.namespace);
+    let listed = pods
+        .list(&ListParams::default().labels(&match_labels(&object)))
+        .await
+        .map_err(failed("listing its pods".into()))?;
+    let uid = object.metadata.uid.as_deref().unwrap_or_default();
+    let owned: Vec<&Pod> = listed.items.iter().filter(|p| controlled_by(p, id, uid)).collect();
+    let views: Vec<PodView> = owned.iter().map(|p| PodView::of(p)).collect();
+    let budget = inplace::max_unavailable(id.kind, &object.data, views.len());
+    let (deadline, _) = pace::deadline(workload, ctx.rollout_deadline);
+    let now = Timestamp::now();
+    match inplace::step(record, &views, budget, deadline, now) {
+        Step::Wait => Ok(Outcome::RestartingInPlace(POLL)),
+        Step::Mark(names) => {
+            for view in views.iter().filter(|v| names.contains(&v.name)) {
+                let Some(pod) = owned.iter().find(|p| p.metadata.name.as_ref() == Some(&view.name)) else {
+                    continue;
+                };
+                let request = Request {
+                    hash: record.hash.clone(),
+                    from: view
+                        .agent
+                        .as_ref()
+                        .and_then(|a| a.container_id.clone())
+                        .unwrap_or_default(),
+                    at: now,
+                };
+                // Guarded by the uid: a pod of the same name made since is not this one.
+                let body = json!({"metadata": {
+                    "uid": pod.metadata.uid,
+                    "annotations": {(names::RESTART_REQUEST): request.render()},
+                }});
+                if let Err(outcome) = write::gate(ctx).await {
+                    return Ok(outcome);
+                }
+                match api::patch_pod(&ctx.client, &id.namespace, &view.name, &body).await {
+                    Ok(_) => {
+                        tracing::info!(workload = %id, pod = %view.name, hash = %record.hash, "asked the pod to restart in place");
+                    }
+                    // Gone, or replaced: the next look sees what is there now.
+                    Err(e) if is_not_found(&e) || api::status_code(&e) == Some(422) => {}
+                    Err(e) => return Err(failed(format!("asking pod {} to restart", view.name))(e)),
+                }
+            }
+            Ok(Outcome::RestartingInPlace(POLL))
+        }
+        Step::Done => {
+            let done = Record {
+                done: true,
+                ..record.clone()
+            };
+            let body = json!({"metadata": {
+                "resourceVersion": workload.resource_version,
+                "annotations": {(names::IN_PLACE): done.render()},
+            }});
+            match write::patch(ctx, workload, &body, What::InPlaceRecord).await? {
+                Patched::Written => {}
+                Patched::Not(outcome) => return Ok(outcome),
+                // The workload changed (its status, or a new change): look again at once.
+                Patched::Conflict => return Ok(Outcome::Waiting(Duration::ZERO)),
+            }
+            let note = format!(
+                "Restarted {} pod(s) in place into config hash {}: same pods, same IPs, no new ReplicaSet or revision.",
+                views.iter().filter(|v| !v.deleting).count(),
+                record.hash
+            );
+            tracing::info!(workload = %id, hash = %record.hash, "in-place restart done");
+            ctx.events.publish(
+                workload,
+                EventType::Normal,
+                reason::RESTARTED_IN_PLACE,
+                action::RESTART_IN_PLACE,
+                note,
+            );
+            Ok(Outcome::Noop)
+        }
+        Step::Failed { pod, why } => {
+            let halted = Record {
+                failed: Some(why.clone()),
+                ..record.clone()
+            };
+            let failure = Failure {
+                hash: record.hash.clone(),
+                why: why.clone(),
+                delivered: record.delivers.clone(),
+            };
+            let body = json!({"metadata": {
+                "resourceVersion": workload.resource_version,
+                "annotations": {
+                    (names::IN_PLACE): halted.render(),
+                    (names::ROLLOUT_FAILED): failure.render(),
+                },
+            }});
+            match write::patch(ctx, workload, &body, What::InPlaceRecord).await? {
+                Patched::Written => {}
+                Patched::Not(outcome) => return Ok(outcome),
+                Patched::Conflict => return Ok(Outcome::Waiting(Duration::ZERO)),
+            }
+            let note = format!(
+                "In-place restart halted: {why}. The pods not restarted keep their config; a new change, or `wave resume`, goes on."
+            );
+            tracing::warn!(workload = %id, pod = %pod, hash = %record.hash, "in-place restart halted");
+            ctx.events.publish(
+                workload,
+                EventType::Warning,
+                reason::IN_PLACE_RESTART_FAILED,
+                action::RESTART_IN_PLACE,
+                note,
+            );
+            Ok(Outcome::Halted)
+        }
+        Step::Fallback(why) => fall_back(ctx, workload, &record.hash, &why).await,
+    }
+}
+
+/// Rolls `workload` out to `hash` instead (its template gets the hash, the in-place record goes), and
+/// says why in one Warning: the record is gone after this write, so the Event comes once per change.
+pub async fn fall_back(
+    ctx: &Context,
+    workload: &Workload,
+    hash: &str,
+    why: &str,
+) -> Result<Outcome, ReconcileError> {
+    let write = Write {
+        hash: Some(hash.to_string()),
+        ..Write::default()
+    };
+    let body = plan::patch_body(workload, &write);
+    match write::patch(ctx, workload, &body, What::ConfigHash(PatchStyle::Merge)).await? {
+        Patched::Written => {}
+        Patched::Not(outcome) => return Ok(outcome),
+        Patched::Conflict => return Ok(Outcome::Waiting(Duration::ZERO)),
+    }
+    say_fallback(ctx, workload, hash, why);
+    Ok(Outcome::Written)
+}
+
+/// The Warning that a workload opted in to restarting in place rolled out instead, and why.
+pub fn say_fallback(ctx: &Context, workload: &Workload, hash: &str, why: &str) {
+    let note = format!("Rolled out to config hash {hash} instead of restarting in place: {why}.");
+    tracing::warn!(workload = %workload.id, hash, "{note}");
+    ctx.events.publish(
+        workload,
+        EventType::Warning,
+        reason::IN_PLACE_FALLBACK,
+        action::RESTART_IN_PLACE,
+        note,
+    );
+}
+
+/// `spec.selector.matchLabels` as a label selector; [`controlled_by`] decides which pods are its own.
+fn match_labels(object: &DynamicObject) -> String {
+    object
+        .data
+        .pointer("/spec/selector/matchLabels")
+        .and_then(serde_json::Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
+/// Whether `pod` belongs to the workload: a StatefulSet or DaemonSet controls it directly (by uid); a
+/// Deployment through the ReplicaSet named after it and the pod's template hash, as the Deployment
+/// controller names them. A pod of another workload that the selector also matches is left alone.
+fn controlled_by(pod: &Pod, id: &WorkloadRef, uid: &str) -> bool {
+    let Some(owner) = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+    else {
+        return false;
+    };
+    if id.kind == WorkloadKind::DEPLOYMENT {
+        let template_hash = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("pod-template-hash"));
+        owner.kind == "ReplicaSet"
+            && template_hash.is_some_and(|h| owner.name == format!("{}-{h}", id.name))
+    } else {
+        owner.uid == uid && owner.kind == id.kind.as_str()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(owner_kind: &str, owner_name: &str, owner_uid: &str, template_hash: &str) -> Pod {
+        serde_json::from_value(json!({"metadata": {
+            "name": "p",
+            "labels": {"pod-template-hash": template_hash},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner_kind, "name": owner_name,
+                "uid": owner_uid, "controller": true}],
+        }}))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_pods_the_workload_controls_are_restarted() {
+        let web = WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", "web");
+        assert!(controlled_by(&pod("ReplicaSet", "web-abc", "u", "abc"), &web, "w"));
+        assert!(!controlled_by(&pod("ReplicaSet", "web-admin-abc", "u", "abc"), &web, "w"));
+        assert!(!controlled_by(&pod("ReplicaSet", "other-abc", "u", "abc"), &web, "w"));
+        let db = WorkloadRef::new(WorkloadKind::STATEFUL_SET, "ns", "db");
+        assert!(controlled_by(&pod("StatefulSet", "db", "s1", ""), &db, "s1"));
+        assert!(!controlled_by(&pod("StatefulSet", "db", "s0", ""), &db, "s1"), "a db made before");
+        assert!(!controlled_by(&pod("DaemonSet", "db", "s1", ""), &db, "s1"));
+    }
+}
