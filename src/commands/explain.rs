@@ -21,12 +21,14 @@ use std::process::ExitCode;
 
 use wave_core::decide::{self, Decision, Hold, Situation, UndoAction};
 use wave_core::hash::{Fetched, Hashing, config_hash, missing_message};
+use wave_core::inplace;
 use wave_core::names::{self, reason};
 use wave_core::plan;
 use wave_core::refs::{self, CrossNamespace, Keys};
 use wave_core::workload::Workload;
 use wave_runtime::api;
 use wave_runtime::config::SecretName;
+use wave_runtime::controller::in_place;
 
 use super::{ClusterHalts, CommandError, cluster_error, with_command_memory};
 use crate::cli::{ClusterArgs, CrossNamespaceArg, HashKeySecretArg, OutputArg, ReloaderCompatArg};
@@ -80,6 +82,73 @@ struct Explanation {
     desired_hash: Option<String>,
     status: &'static str,
     reason: String,
+    /// How its pods get new config: `rollout` or `in-place`, as its annotation says (`wave run`'s
+    /// `--restart-strategy` is not known here).
+    restart: &'static str,
+    /// Its last in-place restart: `restarting`, `done`, or `failed: why`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    in_place: Option<String>,
+    /// Restarting in place: which config each pod runs, and why one would not be restarted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pods: Vec<PodLine>,
+}
+
+#[derive(serde::Serialize)]
+struct PodLine {
+    name: String,
+    /// The config hash it runs, `restarting to HASH`, or `unknown`.
+    config: String,
+    ready: bool,
+    /// Why wave would not restart it in place, if it would not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    not_restarted: Option<String>,
+}
+
+/// The pods of a workload restarting in place (or with an in-place record), read as the controller
+/// reads them (`in_place::read_pods`), each with the config it runs (`inplace::pod_config`).
+async fn pod_lines(
+    client: &kube::Client,
+    workload: &Workload,
+    record: Option<&inplace::Record>,
+) -> Result<Vec<PodLine>, CommandError> {
+    let Some((_, pods)) = in_place::read_pods(client, &workload.id)
+        .await
+        .map_err(cluster_error(format!("listing the pods of {}", workload.id)))?
+    else {
+        return Ok(Vec::new());
+    };
+    let mut lines: Vec<PodLine> = pods
+        .iter()
+        .map(inplace::PodView::of)
+        .filter(|v| !v.deleting)
+        .map(|v| {
+            let config = match inplace::pod_config(&v, record) {
+                inplace::PodConfig::Runs(hash) => hash,
+                inplace::PodConfig::Restarting { to, .. } => format!("restarting to {to}"),
+                inplace::PodConfig::Unknown => "unknown".to_string(),
+            };
+            let not_restarted = match &v.agent {
+                None => Some(format!(
+                    "no {} container with the restart rule: the next change rolls out",
+                    inplace::AGENT_CONTAINER
+                )),
+                Some(a) if a.restarted_alone => Some(
+                    "its node restarted only the agent (no RestartAllContainersOnContainerExits): the next change rolls out"
+                        .to_string(),
+                ),
+                Some(a) if !a.running => Some("its agent has not started yet".to_string()),
+                Some(_) => None,
+            };
+            PodLine {
+                name: v.name,
+                config,
+                ready: v.ready,
+                not_restarted,
+            }
+        })
+        .collect();
+    lines.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(lines)
 }
 
 /// What wave sees for one workload and would do: its references, and the hashes and status.
@@ -112,6 +181,13 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
         &mut ClusterHalts::default(),
     )
     .await?;
+    let (restart, _) = inplace::Strategy::of(&workload, inplace::Strategy::Rollout);
+    let record = inplace::Record::read(&workload);
+    let pods = if restart == inplace::Strategy::InPlace || record.is_some() {
+        pod_lines(&client, &workload, record.as_ref()).await?
+    } else {
+        Vec::new()
+    };
     let e = Explanation {
         workload: id.to_string(),
         opted_in: workload.is_opted_in(),
@@ -120,6 +196,13 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
         desired_hash: a.desired_hash,
         status: a.status,
         reason: a.reason,
+        restart: restart.as_str(),
+        in_place: record.map(|r| match (r.done, r.failed) {
+            (_, Some(why)) => format!("failed: {why}"),
+            (true, None) => "done".to_string(),
+            (false, None) => "restarting".to_string(),
+        }),
+        pods,
     };
     if !super::print_structured(args.output.output, &e) {
         print_table(&e);
@@ -445,13 +528,33 @@ fn print_table(e: &Explanation) {
         super::print_table(["REFERENCE", "KEYS", "NEEDED", "STATUS", "FROM"], &rows);
     }
     println!();
-    println!(
-        "Hash on the template:  {}",
-        e.current_hash.as_deref().unwrap_or("(none)")
-    );
+    // Restarting in place, the current hash is the in-place record's, not the template's.
+    let current = if e.in_place.is_some() {
+        "Hash its pods run:     "
+    } else {
+        "Hash on the template:  "
+    };
+    println!("{current}{}", e.current_hash.as_deref().unwrap_or("(none)"));
     println!(
         "Hash wave would write: {}",
         e.desired_hash.as_deref().unwrap_or("(none)")
     );
     println!("Status: {}: {}", e.status, e.reason);
+    if e.restart != inplace::Strategy::Rollout.as_str() || e.in_place.is_some() {
+        println!();
+        let last = e.in_place.as_deref().map(|s| format!("; last restart {s}"));
+        println!("Restart: {}{}", e.restart, last.unwrap_or_default());
+        let rows: Vec<[String; 4]> = e
+            .pods
+            .iter()
+            .map(|p| {
+                let ready = if p.ready { "yes" } else { "no" };
+                let note = p.not_restarted.clone().unwrap_or_default();
+                [p.name.clone(), p.config.clone(), ready.into(), note]
+            })
+            .collect();
+        if !rows.is_empty() {
+            super::print_table(["POD", "CONFIG", "READY", "NOT RESTARTED BECAUSE"], &rows);
+        }
+    }
 }

@@ -9,6 +9,7 @@ mod bad_config;
 mod chart;
 mod demo;
 mod harness;
+mod in_place;
 mod reload;
 mod undo;
 mod webhook;

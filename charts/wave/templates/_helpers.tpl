@@ -104,6 +104,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: [pods]
   verbs: [list, delete]
 {{- end }}
+{{- if .Values.inPlace.enabled }}
+# Restarting in place: reading a workload's pods, and asking one to restart (an annotation).
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, patch]
+{{- end }}
 {{- end -}}
 
 {{- define "wave.webhookSecretName" -}}

@@ -182,7 +182,15 @@ pub fn decision(s: &Situation<'_>) -> Decision {
     }
     let mut write = write;
     if let Some(image) = s.policy.agent_image.as_deref() {
-        restart_in_place(w, &mut write, rollout, &versions, s.memory.rolled, s.policy, image);
+        restart_in_place(
+            w,
+            &mut write,
+            rollout,
+            &versions,
+            s.memory.rolled,
+            s.policy,
+            image,
+        );
     }
     Decision::Write {
         write,
@@ -221,7 +229,7 @@ fn restart_in_place(
             .into_iter()
             .map(|v| (v.object, v.digest))
             .collect();
-        write.in_place = Some(Record::new(hash, policy.now, delivers));
+        write.in_place = Some(Box::new(Record::new(hash, policy.now, delivers)));
     }
 }
 

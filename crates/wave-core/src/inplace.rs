@@ -93,7 +93,11 @@ impl Strategy {
     /// The strategy of `workload`: its `wave.pusher.com/restart` annotation, else `default`. An
     /// unreadable annotation counts as `default`, with the reason to log.
     pub fn of(workload: &Workload, default: Strategy) -> (Strategy, Option<String>) {
-        let kinds = [WorkloadKind::DEPLOYMENT, WorkloadKind::STATEFUL_SET, WorkloadKind::DAEMON_SET];
+        let kinds = [
+            WorkloadKind::DEPLOYMENT,
+            WorkloadKind::STATEFUL_SET,
+            WorkloadKind::DAEMON_SET,
+        ];
         if !kinds.contains(&workload.id.kind) {
             return (Strategy::Rollout, None);
         }
@@ -444,9 +448,7 @@ pub fn pod_config(pod: &PodView, record: Option<&Record>) -> PodConfig {
     if let Some(r) = &pod.request {
         return PodConfig::Runs(r.hash.clone());
     }
-    pod.born_with
-        .clone()
-        .map_or(PodConfig::Unknown, PodConfig::Runs)
+    pod.born_with.clone().map_or(PodConfig::Unknown, PodConfig::Runs)
 }
 
 /// What to do next for one in-place restart.

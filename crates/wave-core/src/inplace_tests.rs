@@ -68,17 +68,30 @@ fn a_template_has_the_agent_only_with_its_rule_and_its_volume() {
     };
     let agent = serde_json::to_value(agent_container("wave:1")).unwrap();
     let volume = serde_json::to_value(agent_volume()).unwrap();
-    assert!(with(serde_json::json!([{"name": "app"}, agent]), serde_json::json!([volume])));
-    assert!(!with(serde_json::json!([{"name": "app"}, agent]), serde_json::json!([])), "no volume");
+    assert!(with(
+        serde_json::json!([{"name": "app"}, agent]),
+        serde_json::json!([volume])
+    ));
+    assert!(
+        !with(serde_json::json!([{"name": "app"}, agent]), serde_json::json!([])),
+        "no volume"
+    );
     let mut no_rule = agent.clone();
     no_rule["restartPolicyRules"] = serde_json::Value::Null;
-    assert!(!with(serde_json::json!([no_rule]), serde_json::json!([volume])), "no rule");
+    assert!(
+        !with(serde_json::json!([no_rule]), serde_json::json!([volume])),
+        "no rule"
+    );
     assert!(!with(serde_json::json!([{"name": "app"}]), serde_json::json!([])));
 }
 
 #[test]
 fn a_record_and_a_request_read_back_what_they_render_and_garbage_reads_as_none() {
-    let r = Record::new("abc", t(T0), BTreeMap::from([("ConfigMap/ns/a".into(), "d1".into())]));
+    let r = Record::new(
+        "abc",
+        t(T0),
+        BTreeMap::from([("ConfigMap/ns/a".into(), "d1".into())]),
+    );
     assert_eq!(Record::parse(&r.render()), Some(r));
     assert_eq!(Record::parse("not json"), None);
     let q = Request {
@@ -134,7 +147,11 @@ fn restarts_start_within_the_budget_and_the_rest_wait_for_the_first_to_be_ready(
     assert_eq!(step(&r, &pods, 1, DEADLINE, t(T1)), Step::Wait, "a is restarting");
     restarted(&mut pods[0]);
     pods[0].ready = false;
-    assert_eq!(step(&r, &pods, 1, DEADLINE, t(T1)), Step::Wait, "a is not Ready yet");
+    assert_eq!(
+        step(&r, &pods, 1, DEADLINE, t(T1)),
+        Step::Wait,
+        "a is not Ready yet"
+    );
     pods[0].ready = true;
     assert_eq!(step(&r, &pods, 1, DEADLINE, t(T1)), Step::Mark(vec!["b".into()]));
     for p in &mut pods[1..] {
@@ -164,8 +181,14 @@ fn a_pod_not_ready_past_the_deadline_halts_the_restart_and_names_itself() {
         panic!("a restarted pod not Ready after the deadline halts");
     };
     assert_eq!(pod, "a");
-    assert!(why.contains("pod a") && why.contains("120s") && why.contains("new"), "{why}");
-    assert_eq!(step(&r, &pods, 1, DEADLINE, t("2026-11-26T10:02:00Z")), Step::Wait);
+    assert!(
+        why.contains("pod a") && why.contains("120s") && why.contains("new"),
+        "{why}"
+    );
+    assert_eq!(
+        step(&r, &pods, 1, DEADLINE, t("2026-11-26T10:02:00Z")),
+        Step::Wait
+    );
 }
 
 #[test]
@@ -195,14 +218,22 @@ fn a_pod_without_the_agent_or_a_node_without_the_feature_falls_back_to_a_rollout
     };
     assert!(why.contains("RestartAllContainersOnContainerExits"), "{why}");
     pods[1].deleting = true;
-    assert_eq!(step(&r, &pods, 1, DEADLINE, t(T1)), Step::Mark(vec!["a".into()]), "a pod being deleted counts for nothing");
+    assert_eq!(
+        step(&r, &pods, 1, DEADLINE, t(T1)),
+        Step::Mark(vec!["a".into()]),
+        "a pod being deleted counts for nothing"
+    );
 }
 
 #[test]
 fn the_budget_is_what_the_workloads_rolling_update_allows_and_at_least_one() {
     let d = WorkloadKind::DEPLOYMENT;
     assert_eq!(max_unavailable(d, &serde_json::json!({}), 8), 2, "25% of 8");
-    assert_eq!(max_unavailable(d, &serde_json::json!({}), 3), 1, "25% of 3 is 0: at least one");
+    assert_eq!(
+        max_unavailable(d, &serde_json::json!({}), 3),
+        1,
+        "25% of 3 is 0: at least one"
+    );
     let spec = |v: serde_json::Value| serde_json::json!({"spec": {"strategy": {"rollingUpdate": {"maxUnavailable": v}}}});
     assert_eq!(max_unavailable(d, &spec(serde_json::json!(0)), 3), 1);
     assert_eq!(max_unavailable(d, &spec(serde_json::json!("50%")), 4), 2);
@@ -234,9 +265,16 @@ fn a_pod_is_read_from_its_spec_and_status() {
     let v = PodView::of(&pod);
     assert!(v.ready && !v.deleting);
     assert_eq!(v.born_with.as_deref(), Some("old"));
-    assert_eq!(v.agent.as_ref().and_then(|a| a.container_id.as_deref()), Some("containerd://2"));
+    assert_eq!(
+        v.agent.as_ref().and_then(|a| a.container_id.as_deref()),
+        Some("containerd://2")
+    );
     assert!(!v.agent.as_ref().unwrap().restarted_alone);
-    assert_eq!(pod_config(&v, None), PodConfig::Runs("new".into()), "its agent restarted since the request");
+    assert_eq!(
+        pod_config(&v, None),
+        PodConfig::Runs("new".into()),
+        "its agent restarted since the request"
+    );
 }
 
 #[test]
@@ -246,7 +284,11 @@ fn a_pod_whose_agent_has_not_started_is_not_asked_yet() {
     pods[0].agent.as_mut().unwrap().running = false;
     pods[0].ready = false;
     assert_eq!(step(&r, &pods, 2, DEADLINE, t(T1)), Step::Mark(vec!["b".into()]));
-    assert_eq!(step(&r, &pods, 1, DEADLINE, t(T1)), Step::Wait, "a starting pod is unavailable");
+    assert_eq!(
+        step(&r, &pods, 1, DEADLINE, t(T1)),
+        Step::Wait,
+        "a starting pod is unavailable"
+    );
 }
 
 #[test]

@@ -71,7 +71,7 @@ pub struct Write {
     pub unpin: bool,
     /// Restart the pods in place into `hash` (`inplace`): this record goes on the workload's metadata,
     /// and nothing on its template.
-    pub in_place: Option<Record>,
+    pub in_place: Option<Box<Record>>,
     /// Add the in-place agent from this image to the template with the hash (`inplace::agent_patch`):
     /// a strategic merge patch, so the workload's own containers and volumes stay.
     pub add_agent: Option<String>,

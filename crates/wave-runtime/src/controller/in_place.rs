@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! a reconcile finds the workload's hash current, with an in-place record still restarting
+//!   ─► paused? held (its resume wakes it) ─► its strategy set back to rollout? fall back
 //!   ─► gate ─► GET the workload (selector, uid, rolling-update budget) ─► LIST its pods by selector,
 //!      kept only if the workload controls them (directly, or through a ReplicaSet of its name)
 //!   ─► inplace::step ─► Mark   PATCH each pod's `restart-request` (guarded by its uid) ─► look again in 1 s
@@ -21,6 +22,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
+use kube::Client;
 use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
 use serde_json::json;
@@ -40,8 +42,22 @@ use crate::state::Context;
 /// How soon a workload restarting in place looks at its pods again.
 pub const POLL: Duration = Duration::from_secs(1);
 
+/// Goes on with the in-place restart of `workload` into `record`, unless someone since paused it (no
+/// pod is asked until it is resumed, as no hash is written to a paused Deployment) or set its strategy
+/// back to `rollout` (it then rolls out, as asked).
+pub async fn go_on(ctx: &Context, workload: &Workload, record: &Record) -> Result<Outcome, ReconcileError> {
+    if workload.progress.paused {
+        return Ok(Outcome::HeldPaused);
+    }
+    if inplace::Strategy::of(workload, ctx.restart).0 != inplace::Strategy::InPlace {
+        let why = "its restart strategy is now rollout";
+        return fall_back(ctx, workload, &record.hash, why).await;
+    }
+    drive(ctx, workload, record).await
+}
+
 /// One step of the in-place restart of `workload` into `record` (see the module docs).
-pub async fn drive(ctx: &Context, workload: &Workload, record: &Record) -> Result<Outcome, ReconcileError> {
+async fn drive(ctx: &Context, workload: &Workload, record: &Record) -> Result<Outcome, ReconcileError> {
     let id = &workload.id;
     let failed = |what: String| {
         let id = id.clone();
@@ -54,20 +70,13 @@ pub async fn drive(ctx: &Context, workload: &Workload, record: &Record) -> Resul
     if let Err(outcome) = write::gate(ctx).await {
         return Ok(outcome);
     }
-    let Some(object) = api::get_object(&ctx.client, id)
+    let Some((object, owned)) = read_pods(&ctx.client, id)
         .await
-        .map_err(failed("reading the workload".into()))?
+        .map_err(failed("listing its pods".into()))?
     else {
         return Ok(Outcome::Gone);
     };
-    let pods = Api::<Pod>::namespaced(ctx.client.clone(), &id.namespace);
-    let listed = pods
-        .list(&ListParams::default().labels(&match_labels(&object)))
-        .await
-        .map_err(failed("listing its pods".into()))?;
-    let uid = object.metadata.uid.as_deref().unwrap_or_default();
-    let owned: Vec<&Pod> = listed.items.iter().filter(|p| controlled_by(p, id, uid)).collect();
-    let views: Vec<PodView> = owned.iter().map(|p| PodView::of(p)).collect();
+    let views: Vec<PodView> = owned.iter().map(PodView::of).collect();
     let budget = inplace::max_unavailable(id.kind, &object.data, views.len());
     let (deadline, _) = pace::deadline(workload, ctx.rollout_deadline);
     let now = Timestamp::now();
@@ -75,7 +84,10 @@ pub async fn drive(ctx: &Context, workload: &Workload, record: &Record) -> Resul
         Step::Wait => Ok(Outcome::RestartingInPlace(POLL)),
         Step::Mark(names) => {
             for view in views.iter().filter(|v| names.contains(&v.name)) {
-                let Some(pod) = owned.iter().find(|p| p.metadata.name.as_ref() == Some(&view.name)) else {
+                let Some(pod) = owned
+                    .iter()
+                    .find(|p| p.metadata.name.as_ref() == Some(&view.name))
+                else {
                     continue;
                 };
                 let request = Request {
@@ -210,6 +222,27 @@ pub fn say_fallback(ctx: &Context, workload: &Workload, hash: &str, why: &str) {
     );
 }
 
+/// The workload `id` as stored, and the pods it controls (see [`controlled_by`]); `None` when it is
+/// gone. `wave explain` reads them the same way.
+pub async fn read_pods(
+    client: &Client,
+    id: &WorkloadRef,
+) -> Result<Option<(DynamicObject, Vec<Pod>)>, kube::Error> {
+    let Some(object) = api::get_object(client, id).await? else {
+        return Ok(None);
+    };
+    let listed = Api::<Pod>::namespaced(client.clone(), &id.namespace)
+        .list(&ListParams::default().labels(&match_labels(&object)))
+        .await?;
+    let uid = object.metadata.uid.as_deref().unwrap_or_default();
+    let owned = listed
+        .items
+        .into_iter()
+        .filter(|p| controlled_by(p, id, uid))
+        .collect();
+    Ok(Some((object, owned)))
+}
+
 /// `spec.selector.matchLabels` as a label selector; [`controlled_by`] decides which pods are its own.
 fn match_labels(object: &DynamicObject) -> String {
     object
@@ -245,8 +278,7 @@ fn controlled_by(pod: &Pod, id: &WorkloadRef, uid: &str) -> bool {
             .labels
             .as_ref()
             .and_then(|l| l.get("pod-template-hash"));
-        owner.kind == "ReplicaSet"
-            && template_hash.is_some_and(|h| owner.name == format!("{}-{h}", id.name))
+        owner.kind == "ReplicaSet" && template_hash.is_some_and(|h| owner.name == format!("{}-{h}", id.name))
     } else {
         owner.uid == uid && owner.kind == id.kind.as_str()
     }
@@ -269,12 +301,27 @@ mod tests {
     #[test]
     fn only_pods_the_workload_controls_are_restarted() {
         let web = WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", "web");
-        assert!(controlled_by(&pod("ReplicaSet", "web-abc", "u", "abc"), &web, "w"));
-        assert!(!controlled_by(&pod("ReplicaSet", "web-admin-abc", "u", "abc"), &web, "w"));
-        assert!(!controlled_by(&pod("ReplicaSet", "other-abc", "u", "abc"), &web, "w"));
+        assert!(controlled_by(
+            &pod("ReplicaSet", "web-abc", "u", "abc"),
+            &web,
+            "w"
+        ));
+        assert!(!controlled_by(
+            &pod("ReplicaSet", "web-admin-abc", "u", "abc"),
+            &web,
+            "w"
+        ));
+        assert!(!controlled_by(
+            &pod("ReplicaSet", "other-abc", "u", "abc"),
+            &web,
+            "w"
+        ));
         let db = WorkloadRef::new(WorkloadKind::STATEFUL_SET, "ns", "db");
         assert!(controlled_by(&pod("StatefulSet", "db", "s1", ""), &db, "s1"));
-        assert!(!controlled_by(&pod("StatefulSet", "db", "s0", ""), &db, "s1"), "a db made before");
+        assert!(
+            !controlled_by(&pod("StatefulSet", "db", "s0", ""), &db, "s1"),
+            "a db made before"
+        );
         assert!(!controlled_by(&pod("DaemonSet", "db", "s1", ""), &db, "s1"));
     }
 }

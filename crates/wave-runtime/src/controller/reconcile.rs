@@ -183,8 +183,10 @@ async fn plan_and_write(
                 if let Some(outcome) = halting::record_failure(ctx, &workload).await? {
                     return Ok(outcome);
                 }
-                if let Some(record) = inplace::Record::read(&workload).filter(|r| r.is_restarting()) {
-                    return in_place::drive(ctx, &workload, &record).await;
+                if let Some(record) = inplace::Record::read(&workload).filter(|r| r.is_restarting())
+                    && workload.is_opted_in()
+                {
+                    return in_place::go_on(ctx, &workload, &record).await;
                 }
                 if let Some(outcome) = history::keep(ctx, &workload, &refs, &fetched).await? {
                     return Ok(outcome);
