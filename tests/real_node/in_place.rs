@@ -10,7 +10,7 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testenv::{create_configmap, namespace, patch_configmap, wait_for};
-use wave_core::names;
+use wave_core::{inplace, names};
 
 use crate::harness::{TIMEOUT, install_wave, served, turn};
 
@@ -79,12 +79,13 @@ async fn create(client: &Client, ns: &str, object: Value) {
         .unwrap_or_else(|e| panic!("create {kind}: {e}"));
 }
 
-/// A pod as the test compares it: its UID, its IP, and whether it is Ready.
+/// A pod as the test compares it: its UID, its IP, whether it is Ready, and whether it has the agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Seen {
     uid: String,
     ip: String,
     ready: bool,
+    agent: bool,
 }
 
 /// The pods of `app` that are not being deleted, by name.
@@ -103,10 +104,14 @@ async fn pods_of(client: &Client, ns: &str, app: &str) -> BTreeMap<String, Seen>
                 .unwrap_or_default()
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.status == "True");
+            let agent = p
+                .spec
+                .is_some_and(|s| s.containers.iter().any(|c| c.name == inplace::AGENT_CONTAINER));
             let seen = Seen {
                 uid: p.metadata.uid?,
                 ip: status.pod_ip.unwrap_or_default(),
                 ready,
+                agent,
             };
             Some((p.metadata.name?, seen))
         })
@@ -132,6 +137,21 @@ async fn serving(
                 && served(&p.ip, 8080, "/env").as_deref() == Some(env.as_str())
         });
     all.then_some(pods)
+}
+
+/// [`serving`], once every pod has the agent: wave's first hash adds it, which is a rollout, and it
+/// must be over before a change can restart the pods in place.
+async fn settled(client: &Client, ns: &str, app: &str, n: usize, version: &str) -> BTreeMap<String, Seen> {
+    wait_for(
+        &format!("{app} to serve {version} from pods with the agent"),
+        TIMEOUT,
+        || async {
+            serving(client, ns, app, n, version)
+                .await
+                .filter(|pods| pods.values().all(|p| p.agent))
+        },
+    )
+    .await
 }
 
 async fn replica_sets(client: &Client, ns: &str, app: &str) -> usize {
@@ -184,10 +204,7 @@ async fn a_deployment_a_statefulset_and_a_daemonset_restart_in_place_with_the_sa
     }
     let mut before = BTreeMap::new();
     for (_, app, replicas) in workloads {
-        let pods = wait_for(&format!("{app} to serve v1"), TIMEOUT, || {
-            serving(&client, &ns, app, replicas, "v1")
-        })
-        .await;
+        let pods = settled(&client, &ns, app, replicas, "v1").await;
         before.insert(app, pods);
     }
     let (sets, db_revisions, agent_revisions) = (
@@ -253,10 +270,7 @@ async fn a_bad_config_halts_after_the_pods_the_budget_allows_and_the_rest_keep_s
     let rolling = json!({"replicas": 3,
         "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}});
     create(&client, &ns, workload("Deployment", "web", true, rolling)).await;
-    let before = wait_for("web to serve v1", TIMEOUT, || {
-        serving(&client, &ns, "web", 3, "v1")
-    })
-    .await;
+    let before = settled(&client, &ns, "web", 3, "v1").await;
 
     let mut bad = site("v2");
     bad["greeting"] = json!("bad");

@@ -13,6 +13,7 @@
 use serde_json::{Value, json};
 
 use super::hash::{self, Fetched, Hashing, Missing};
+use super::inplace::{self, Strategy};
 use super::refs::References;
 use super::undo::Pin;
 use super::workload::Workload;
@@ -58,6 +59,15 @@ pub fn decide(
             Operation::Create if !workload.has_scheduling_gate() => Mutation::Gate { missing },
             _ => Mutation::None,
         };
+    }
+    // A workload that restarts in place gets a config change from the controller, pod by pod: a hash
+    // on its template here would roll it (its annotation tells; `--restart-strategy` is the
+    // controller's). A template still without the agent gets its first hash, or rolls, as any other.
+    if operation == Operation::Update
+        && Strategy::of(workload, Strategy::Rollout).0 == Strategy::InPlace
+        && inplace::has_agent(&workload.template)
+    {
+        return Mutation::None;
     }
     let new_hash = hash::config_hash(&workload.id.namespace, refs, fetched, hashing);
     let pinned = Pin::read(workload).is_some_and(|p| p.holds(workload.current_hash(), &new_hash));
@@ -234,6 +244,37 @@ mod tests {
             doc["spec"]["template"]["metadata"]["annotations"][names::CONFIG_HASH],
             json!(hash)
         );
+    }
+
+    #[test]
+    fn an_update_of_a_workload_that_restarts_in_place_gets_no_hash_once_its_template_has_the_agent() {
+        let annotations = [(names::RESTART, "in-place")];
+        let agent = serde_json::to_value(inplace::agent_container("wave:1")).unwrap();
+        let volume = serde_json::to_value(inplace::agent_volume()).unwrap();
+        let with_agent = json!({"containers": [
+            {"name": "c", "envFrom": [{"configMapRef": {"name": "cm"}}]}, agent], "volumes": [volume]});
+        let w = deployment("ns", "w", &annotations, with_agent);
+        let refs = w.references(CrossNamespace::Deny);
+        let update = decide(&w, &refs, &present(), Operation::Update, &Hashing::Plain);
+        assert_eq!(update, Mutation::None, "the controller restarts it in place");
+        let create = decide(&w, &refs, &present(), Operation::Create, &Hashing::Plain);
+        assert!(
+            matches!(create, Mutation::SetHash(_)),
+            "its first hash: {create:?}"
+        );
+        let mut without_agent = uses_cm();
+        without_agent
+            .annotations
+            .insert(names::RESTART.into(), "in-place".into());
+        let refs = without_agent.references(CrossNamespace::Deny);
+        let update = decide(
+            &without_agent,
+            &refs,
+            &present(),
+            Operation::Update,
+            &Hashing::Plain,
+        );
+        assert!(matches!(update, Mutation::SetHash(_)), "no agent yet: {update:?}");
     }
 
     #[test]
