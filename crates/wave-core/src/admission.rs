@@ -84,7 +84,8 @@ pub fn decide(
 /// a dropped hash is not a config change. Returns the hash carried over, if any.
 pub fn carry_hash(workload: &mut Workload, stored: Option<&str>) -> Option<String> {
     let stored = stored?;
-    if workload.current_hash().is_some() {
+    // The template's own hash: an in-place record (`Workload::current_hash`) is not on the template.
+    if workload.template_hash().is_some() {
         return None;
     }
     workload.template.set_annotation(names::CONFIG_HASH, stored);

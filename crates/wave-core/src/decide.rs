@@ -229,7 +229,13 @@ fn restart_in_place(
             .into_iter()
             .map(|v| (v.object, v.digest))
             .collect();
-        write.in_place = Some(Box::new(Record::new(hash, policy.now, delivers)));
+        let previous = Record::read(w);
+        write.in_place = Some(Box::new(Record::new(
+            hash,
+            policy.now,
+            delivers,
+            previous.as_ref(),
+        )));
     }
 }
 

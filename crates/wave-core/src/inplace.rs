@@ -121,6 +121,10 @@ pub struct Record {
     pub hash: String,
     /// When wave wrote it (RFC 3339, wave's clock).
     pub at: String,
+    /// When the first in-place record since the template's hash was last written was: pods created
+    /// from then on started with whatever config was current, not the template's hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
     /// The config versions this restart delivers (object → digest, as the rollout marker): a failure
     /// halts these.
     #[serde(default)]
@@ -134,15 +138,27 @@ pub struct Record {
 }
 
 impl Record {
-    /// A restart into `hash`, delivering `delivers`, written at `now`.
-    pub fn new(hash: &str, now: Timestamp, delivers: BTreeMap<String, String>) -> Self {
+    /// A restart into `hash`, delivering `delivers`, written at `now`, after `previous` (the record it
+    /// replaces, if any).
+    pub fn new(
+        hash: &str,
+        now: Timestamp,
+        delivers: BTreeMap<String, String>,
+        previous: Option<&Record>,
+    ) -> Self {
         Self {
             hash: hash.to_string(),
             at: now.to_string(),
+            since: previous.map(|p| p.since.clone().unwrap_or_else(|| p.at.clone())),
             delivers,
             done: false,
             failed: None,
         }
+    }
+
+    /// When pods stopped starting with the template's hash.
+    fn template_stale_since(&self) -> Option<Timestamp> {
+        self.since.as_deref().unwrap_or(&self.at).parse().ok()
     }
 
     /// The record on `workload`, if it has a readable one (an unreadable one counts as none: the
@@ -172,14 +188,16 @@ impl Record {
     }
 }
 
-/// The hash of an in-place record, read without decoding the rest (`Workload::current_hash` asks on
-/// every event of such a workload).
+/// The hash of an in-place record, borrowed from the annotation (`Workload::current_hash` asks on every
+/// event of such a workload); `None` when the record is unreadable, exactly as [`Record::read`].
 pub fn record_hash(value: &str) -> Option<&str> {
     #[derive(Deserialize)]
-    struct HashOnly<'a> {
+    struct Borrowed<'a> {
         hash: &'a str,
+        #[allow(dead_code)]
+        at: &'a str,
     }
-    serde_json::from_str::<HashOnly<'_>>(value).ok().map(|r| r.hash)
+    serde_json::from_str::<Borrowed<'_>>(value).ok().map(|r| r.hash)
 }
 
 /// The agent container wave adds to an in-place workload's template: it runs `wave agent` from
@@ -214,7 +232,10 @@ pub fn agent_container(image: &str) -> Container {
                 ("cpu".to_string(), quantity("5m")),
                 ("memory".to_string(), quantity("8Mi")),
             ])),
-            limits: Some(BTreeMap::from([("memory".to_string(), quantity("32Mi"))])),
+            limits: Some(BTreeMap::from([
+                ("cpu".to_string(), quantity("50m")),
+                ("memory".to_string(), quantity("32Mi")),
+            ])),
             ..Default::default()
         }),
         security_context: Some(SecurityContext {
@@ -223,6 +244,11 @@ pub fn agent_container(image: &str) -> Container {
             run_as_non_root: Some(true),
             capabilities: Some(k8s_openapi::api::core::v1::Capabilities {
                 drop: Some(vec!["ALL".to_string()]),
+                ..Default::default()
+            }),
+            // PodSecurity's `restricted` level asks for it.
+            seccomp_profile: Some(k8s_openapi::api::core::v1::SeccompProfile {
+                type_: "RuntimeDefault".to_string(),
                 ..Default::default()
             }),
             ..Default::default()
@@ -340,7 +366,8 @@ pub struct PodView {
     pub created: Option<Timestamp>,
     /// Its `Ready` condition is `True`.
     pub ready: bool,
-    /// It is being deleted.
+    /// It is being deleted, or has ended (phase `Succeeded` or `Failed`, an evicted pod): its
+    /// controller replaces it, and it counts for nothing.
     pub deleting: bool,
     /// The config hash of the template it was created from.
     pub born_with: Option<String>,
@@ -395,7 +422,10 @@ impl PodView {
             name: meta.name.clone().unwrap_or_default(),
             created: meta.creation_timestamp.as_ref().map(|t| t.0),
             ready,
-            deleting: meta.deletion_timestamp.is_some(),
+            deleting: meta.deletion_timestamp.is_some()
+                || status
+                    .and_then(|s| s.phase.as_deref())
+                    .is_some_and(|p| p == "Succeeded" || p == "Failed"),
             born_with: annotation(names::CONFIG_HASH).cloned(),
             request: annotation(names::RESTART_REQUEST).and_then(|v| Request::parse(v)),
             agent,
@@ -413,6 +443,16 @@ impl PodView {
         let margin = k8s_openapi::jiff::SignedDuration::try_from(CLOCK_MARGIN).unwrap_or_default();
         match (self.created, record.started()) {
             (Some(created), Some(at)) => at.checked_add(margin).is_ok_and(|after| created >= after),
+            _ => false,
+        }
+    }
+
+    /// Created clearly before pods stopped starting with the template's hash: its template's hash is
+    /// the config it started with.
+    fn born_before_stale(&self, record: &Record) -> bool {
+        let margin = k8s_openapi::jiff::SignedDuration::try_from(CLOCK_MARGIN).unwrap_or_default();
+        match (self.created, record.template_stale_since()) {
+            (Some(created), Some(since)) => since.checked_sub(margin).is_ok_and(|before| created < before),
             _ => false,
         }
     }
@@ -447,6 +487,11 @@ pub fn pod_config(pod: &PodView, record: Option<&Record>) -> PodConfig {
     }
     if let Some(r) = &pod.request {
         return PodConfig::Runs(r.hash.clone());
+    }
+    // Created while records were restarting pods, it started with the config of that moment, which
+    // no hash names: restarting it once more is safe, trusting its template's hash is not.
+    if record.is_some_and(|r| !pod.born_before_stale(r)) {
+        return PodConfig::Unknown;
     }
     pod.born_with.clone().map_or(PodConfig::Unknown, PodConfig::Runs)
 }
@@ -509,6 +554,18 @@ pub fn step(
             deadline.as_secs(),
         ),
     };
+    // A pod unavailable with no request of wave's (Pending, or not Ready on its own) holds the restart
+    // back; past the deadline counted from the record, the restart halts rather than wait for good.
+    let record_overdue = record.started().is_some_and(overdue);
+    let stuck = |p: &PodView| Step::Failed {
+        pod: p.name.clone(),
+        why: format!(
+            "pod {} was not Ready within {}s of the in-place restart into config hash {}",
+            p.name,
+            deadline.as_secs(),
+            record.hash
+        ),
+    };
     let mut unavailable = 0;
     // Pods that are not Ready anyway restart at no cost to availability; Ready ones within the budget.
     let (mut now_free, mut due) = (Vec::new(), Vec::new());
@@ -522,15 +579,21 @@ pub fn step(
             }
             PodConfig::Runs(h) if h == record.hash => {
                 if !p.ready {
-                    let asked = p.request.as_ref().filter(|r| r.hash == record.hash);
-                    if let Some(r) = asked.filter(|r| overdue(r.at)) {
-                        return failed(p, &r.hash, "was not Ready again");
+                    match p.request.as_ref().filter(|r| r.hash == record.hash) {
+                        Some(r) if overdue(r.at) => return failed(p, &r.hash, "was not Ready again"),
+                        None if record_overdue => return stuck(p),
+                        _ => {}
                     }
                     unavailable += 1;
                 }
             }
             // Its agent has not read the annotations yet: a request now would be its starting point.
-            _ if !p.agent.as_ref().is_some_and(|a| a.running) => unavailable += 1,
+            _ if !p.agent.as_ref().is_some_and(|a| a.running) => {
+                if record_overdue {
+                    return stuck(p);
+                }
+                unavailable += 1;
+            }
             _ if !p.ready => now_free.push(p.name.clone()),
             _ => due.push(p.name.clone()),
         }

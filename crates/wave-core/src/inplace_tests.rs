@@ -6,7 +6,7 @@ fn t(s: &str) -> Timestamp {
 }
 
 fn record(hash: &str, at: &str) -> Record {
-    Record::new(hash, t(at), BTreeMap::new())
+    Record::new(hash, t(at), BTreeMap::new(), None)
 }
 
 /// A Ready pod with the agent (container `c1`), created at `created` from a template with hash `born`.
@@ -91,6 +91,7 @@ fn a_record_and_a_request_read_back_what_they_render_and_garbage_reads_as_none()
         "abc",
         t(T0),
         BTreeMap::from([("ConfigMap/ns/a".into(), "d1".into())]),
+        None,
     );
     assert_eq!(Record::parse(&r.render()), Some(r));
     assert_eq!(Record::parse("not json"), None);
@@ -128,7 +129,11 @@ fn a_pod_created_after_the_record_runs_it_but_only_past_the_clock_margin() {
     let later = pod("b", "2026-11-26T10:01:05Z", "old");
     assert_eq!(pod_config(&later, Some(&r)), PodConfig::Runs("new".into()));
     let same_moment = pod("c", "2026-11-26T10:01:01Z", "old");
-    assert_eq!(pod_config(&same_moment, Some(&r)), PodConfig::Runs("old".into()));
+    assert_eq!(
+        pod_config(&same_moment, Some(&r)),
+        PodConfig::Unknown,
+        "neither clearly before nor after: restarted once more"
+    );
     let mut unknown = pod("d", T0, "x");
     unknown.born_with = None;
     assert_eq!(pod_config(&unknown, Some(&r)), PodConfig::Unknown);
@@ -298,4 +303,54 @@ fn the_agent_reads_the_request_line_as_written() {
     assert_eq!(requested_in("a=\"1\"\n"), None);
     let lookalike = format!("{}-x=\"1\"\n", names::RESTART_REQUEST);
     assert_eq!(requested_in(&lookalike), None);
+}
+
+#[test]
+fn a_pod_created_between_two_restarts_is_not_taken_for_its_templates_hash() {
+    // Template hash A; a restart into B; a pod made during B reads B but its template still says A;
+    // the config goes back to A: that pod must restart, not count as running A.
+    let into_b = record("B", T0);
+    let back_to_a = Record::new("A", t(T1), BTreeMap::new(), Some(&into_b));
+    let made_during_b = pod("x", "2026-11-26T10:00:30Z", "A");
+    assert_eq!(pod_config(&made_during_b, Some(&back_to_a)), PodConfig::Unknown);
+    let made_before = pod("y", "2026-11-26T09:59:00Z", "A");
+    assert_eq!(
+        pod_config(&made_before, Some(&back_to_a)),
+        PodConfig::Runs("A".into())
+    );
+    assert_eq!(
+        step(&back_to_a, &[made_during_b, made_before], 1, DEADLINE, t(T1)),
+        Step::Mark(vec!["x".into()])
+    );
+}
+
+#[test]
+fn an_ended_pod_counts_for_nothing_and_a_pod_stuck_unavailable_halts_at_the_deadline() {
+    let r = record("new", T1);
+    let mut evicted = pod("a", T0, "old");
+    evicted.deleting = true;
+    evicted.ready = false;
+    let mut pending = pod("b", "2026-11-26T10:01:10Z", "old");
+    pending.ready = false;
+    pending.agent.as_mut().unwrap().running = false;
+    let pods = [evicted, pending];
+    assert_eq!(
+        step(&r, &pods, 1, DEADLINE, t("2026-11-26T10:02:00Z")),
+        Step::Wait
+    );
+    let Step::Failed { pod, why } = step(&r, &pods, 1, DEADLINE, t("2026-11-26T10:03:01Z")) else {
+        panic!("a pod that never becomes Ready halts the restart at the deadline");
+    };
+    assert_eq!(pod, "b");
+    assert!(why.contains("pod b") && why.contains("new"), "{why}");
+}
+
+#[test]
+fn a_record_without_its_time_is_no_record() {
+    assert_eq!(
+        record_hash(r#"{"hash":"h","at":"2026-11-26T10:00:00Z"}"#),
+        Some("h")
+    );
+    assert_eq!(record_hash(r#"{"hash":"h"}"#), None);
+    assert_eq!(Record::parse(r#"{"hash":"h"}"#), None);
 }

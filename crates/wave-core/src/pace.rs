@@ -351,7 +351,9 @@ impl Share {
         if let Some(record) = crate::inplace::Record::read(w) {
             // An in-place restart leaves the workload's status alone: the record says how far it got,
             // and its failure is recorded above like a rollout's.
-            share.rolling = record.is_restarting();
+            // Only a restart wave goes on with holds a slot: not one of a workload opted out or
+            // paused, nor a record forged on a workload wave leaves alone.
+            share.rolling = record.is_restarting() && w.is_opted_in() && !w.progress.paused;
             return share;
         }
         let Some(marker) = Marker::read(w).filter(|m| m.is_current(w)) else {

@@ -202,13 +202,18 @@ impl Workload {
         }
     }
 
+    /// The hash on the pod template, whatever an in-place record says.
+    pub fn template_hash(&self) -> Option<&str> {
+        self.template.annotation(names::CONFIG_HASH)
+    }
+
     /// The config hash its pods run, or are restarting into: an in-place restart's
     /// (`inplace::Record`) when it has one, else the hash on the pod template, if any.
     pub fn current_hash(&self) -> Option<&str> {
         self.annotations
             .get(names::IN_PLACE)
             .and_then(|record| crate::inplace::record_hash(record))
-            .or_else(|| self.template.annotation(names::CONFIG_HASH))
+            .or_else(|| self.template_hash())
     }
 
     /// The original scheduler saved by Wave's webhook when it gated this workload.

@@ -120,6 +120,23 @@ pub async fn create_job(
     }
 }
 
+/// A workload's `spec.selector.matchLabels` as a label selector (its `matchExpressions` are left out:
+/// the caller keeps only the pods the workload controls).
+pub fn match_labels(object: &DynamicObject) -> String {
+    object
+        .data
+        .pointer("/spec/selector/matchLabels")
+        .and_then(serde_json::Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
 /// Merge-patches the pod `namespace/name` as field manager `wave` (an in-place restart's request).
 pub async fn patch_pod(
     client: &Client,

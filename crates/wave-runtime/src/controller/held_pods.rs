@@ -48,18 +48,7 @@ impl PodOwner {
             .pointer("/status/observedGeneration")
             .and_then(serde_json::Value::as_i64)
             .unwrap_or_default();
-        let selector = object
-            .data
-            .pointer("/spec/selector/matchLabels")
-            .and_then(serde_json::Value::as_object)
-            .map(|labels| {
-                labels
-                    .iter()
-                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            })
-            .unwrap_or_default();
+        let selector = api::match_labels(object);
         PodOwner {
             uid: object.metadata.uid.clone().unwrap_or_default(),
             catching_up: observed < object.metadata.generation.unwrap_or_default(),

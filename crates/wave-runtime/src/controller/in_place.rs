@@ -34,13 +34,16 @@ use wave_core::workload::{Workload, WorkloadKind, WorkloadRef};
 
 use super::outcome::Outcome;
 use super::write::{self, Patched, What};
-use crate::api::{self, PatchStyle, is_not_found};
+use crate::api::{self, PatchStyle, is_conflict, is_not_found};
 use crate::error::ReconcileError;
 use crate::events::EventType;
 use crate::state::Context;
 
 /// How soon a workload restarting in place looks at its pods again.
 pub const POLL: Duration = Duration::from_secs(1);
+/// How soon to look again after the workload changed under a write of its record: its watch event
+/// brings the new version, and looking at once would read the old one again.
+const AFTER_CONFLICT: Duration = Duration::from_millis(200);
 
 /// Goes on with the in-place restart of `workload` into `record`, unless someone since paused it (no
 /// pod is asked until it is resumed, as no hash is written to a paused Deployment) or set its strategy
@@ -51,6 +54,10 @@ pub async fn go_on(ctx: &Context, workload: &Workload, record: &Record) -> Resul
     }
     if inplace::Strategy::of(workload, ctx.restart).0 != inplace::Strategy::InPlace {
         let why = "its restart strategy is now rollout";
+        return fall_back(ctx, workload, &record.hash, why).await;
+    }
+    if ctx.agent_image.is_none() {
+        let why = "wave now runs without --agent-image (chart: inPlace.enabled=true)";
         return fall_back(ctx, workload, &record.hash, why).await;
     }
     drive(ctx, workload, record).await
@@ -77,6 +84,16 @@ async fn drive(ctx: &Context, workload: &Workload, record: &Record) -> Result<Ou
         return Ok(Outcome::Gone);
     };
     let views: Vec<PodView> = owned.iter().map(PodView::of).collect();
+    let replicas = object
+        .data
+        .pointer("/status/replicas")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or_default();
+    if views.is_empty() && replicas > 0 {
+        // Its status counts pods it does not control as wave finds them (an Argo Rollout's, say).
+        let why = format!("none of its {replicas} pods is one wave finds as its own");
+        return fall_back(ctx, workload, &record.hash, &why).await;
+    }
     let budget = inplace::max_unavailable(id.kind, &object.data, views.len());
     let (deadline, _) = pace::deadline(workload, ctx.rollout_deadline);
     let now = Timestamp::now();
@@ -111,8 +128,8 @@ async fn drive(ctx: &Context, workload: &Workload, record: &Record) -> Result<Ou
                     Ok(_) => {
                         tracing::info!(workload = %id, pod = %view.name, hash = %record.hash, "asked the pod to restart in place");
                     }
-                    // Gone, or replaced: the next look sees what is there now.
-                    Err(e) if is_not_found(&e) || api::status_code(&e) == Some(422) => {}
+                    // Gone, or replaced (its uid differs: 409): the next look sees what is there now.
+                    Err(e) if is_not_found(&e) || is_conflict(&e) => {}
                     Err(e) => return Err(failed(format!("asking pod {} to restart", view.name))(e)),
                 }
             }
@@ -130,8 +147,8 @@ async fn drive(ctx: &Context, workload: &Workload, record: &Record) -> Result<Ou
             match write::patch(ctx, workload, &body, What::InPlaceRecord).await? {
                 Patched::Written => {}
                 Patched::Not(outcome) => return Ok(outcome),
-                // The workload changed (its status, or a new change): look again at once.
-                Patched::Conflict => return Ok(Outcome::Waiting(Duration::ZERO)),
+                // The workload changed (its status, or a new change): look again shortly.
+                Patched::Conflict => return Ok(Outcome::Waiting(AFTER_CONFLICT)),
             }
             let note = format!(
                 "Restarted {} pod(s) in place into config hash {}: same pods, same IPs, no new ReplicaSet or revision.",
@@ -168,7 +185,7 @@ async fn drive(ctx: &Context, workload: &Workload, record: &Record) -> Result<Ou
             match write::patch(ctx, workload, &body, What::InPlaceRecord).await? {
                 Patched::Written => {}
                 Patched::Not(outcome) => return Ok(outcome),
-                Patched::Conflict => return Ok(Outcome::Waiting(Duration::ZERO)),
+                Patched::Conflict => return Ok(Outcome::Waiting(AFTER_CONFLICT)),
             }
             let note = format!(
                 "In-place restart halted: {why}. The pods not restarted keep their config; a new change, or `wave resume`, goes on."
@@ -203,7 +220,7 @@ pub async fn fall_back(
     match write::patch(ctx, workload, &body, What::ConfigHash(PatchStyle::Merge)).await? {
         Patched::Written => {}
         Patched::Not(outcome) => return Ok(outcome),
-        Patched::Conflict => return Ok(Outcome::Waiting(Duration::ZERO)),
+        Patched::Conflict => return Ok(Outcome::Waiting(AFTER_CONFLICT)),
     }
     say_fallback(ctx, workload, hash, why);
     Ok(Outcome::Written)
@@ -232,7 +249,7 @@ pub async fn read_pods(
         return Ok(None);
     };
     let listed = Api::<Pod>::namespaced(client.clone(), &id.namespace)
-        .list(&ListParams::default().labels(&match_labels(&object)))
+        .list(&ListParams::default().labels(&api::match_labels(&object)))
         .await?;
     let uid = object.metadata.uid.as_deref().unwrap_or_default();
     let owned = listed
@@ -241,22 +258,6 @@ pub async fn read_pods(
         .filter(|p| controlled_by(p, id, uid))
         .collect();
     Ok(Some((object, owned)))
-}
-
-/// `spec.selector.matchLabels` as a label selector; [`controlled_by`] decides which pods are its own.
-fn match_labels(object: &DynamicObject) -> String {
-    object
-        .data
-        .pointer("/spec/selector/matchLabels")
-        .and_then(serde_json::Value::as_object)
-        .map(|labels| {
-            labels
-                .iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default()
 }
 
 /// Whether `pod` belongs to the workload: a StatefulSet or DaemonSet controls it directly (by uid); a

@@ -171,7 +171,7 @@ async fn admit(
     let carried = match (&req.old_object, operation) {
         (Some(old), Operation::Update) => {
             let stored = Workload::from_object(kind, old.metadata.clone(), &old.data).ok();
-            admission::carry_hash(&mut workload, stored.as_ref().and_then(|w| w.current_hash()))
+            admission::carry_hash(&mut workload, stored.as_ref().and_then(|w| w.template_hash()))
         }
         _ => None,
     };
