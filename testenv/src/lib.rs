@@ -559,20 +559,51 @@ pub fn http_get_at(host: &str, port: u16, path: &str) -> Option<(u16, String)> {
 
 /// A free TCP port on 127.0.0.1, never one this process has handed out before.
 ///
-/// The port is released before returning, so another process may still take it; but the kernel also
-/// hands a just-released port out again, and two tests (or the health and webhook ports of one wave)
-/// were given the same one. Remembering every port handed out closes that race inside the process.
+/// The port is released before returning, so another process may still take it. Two such races are
+/// closed: the kernel hands a just-released port out again, and two tests (or the health and webhook
+/// ports of one wave) were given the same one, so every port handed out is remembered; and a port from
+/// the kernel's ephemeral range can become the source port of any outgoing connection (the
+/// apiserver's to etcd, say) before the server binds it, which once failed `make bench-smoke` with
+/// "Address already in use", so the port comes from below that range, where the kernel never picks
+/// one by itself, starting at a place that differs between processes.
 pub fn free_port() -> u16 {
     static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (ephemeral_low.saturating_sub(12_000).max(1024), ephemeral_low);
+    let span = u32::from(high - low);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let start = (std::process::id().wrapping_mul(7919) ^ nanos) % span;
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("free port");
-        if handed_out.insert(port) {
+    for step in 0..span {
+        let port = low + ((start + step) % span) as u16;
+        if !handed_out.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            handed_out.insert(port);
             return port;
+        }
+    }
+    panic!("no free port on 127.0.0.1 in {low}..{high}");
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
+        let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+            .unwrap_or(32768);
+        let ports: Vec<u16> = (0..50).map(|_| super::free_port()).collect();
+        let distinct: std::collections::BTreeSet<_> = ports.iter().collect();
+        assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+        for port in ports {
+            assert!(port < low, "{port} is in the ephemeral range from {low}");
+            std::net::TcpListener::bind(("127.0.0.1", port)).expect("bindable");
         }
     }
 }
