@@ -1068,6 +1068,36 @@ mod tests {
     }
 
     #[test]
+    fn an_in_place_restart_holds_a_slot_only_while_wave_goes_on_with_it() {
+        let record = crate::inplace::Record::new("h2", now(), BTreeMap::new(), None);
+        let restarting = |annotations: &[(&str, &str)], paused: bool| {
+            let mut w = deployment("ns", "w", annotations, json!({"containers": []}));
+            w.annotations.insert(names::IN_PLACE.into(), record.render());
+            w.progress.paused = paused;
+            let c = census([&w], Duration::from_secs(600), now());
+            c.rolling.contains(&id("w"))
+        };
+        assert!(restarting(&[], false), "opted in and restarting");
+        assert!(!restarting(&[], true), "paused: wave asks no pod");
+        let opted_out = [(names::UPDATE_ON_CONFIG_CHANGE, "false")];
+        assert!(
+            !restarting(&opted_out, false),
+            "a record on a workload wave leaves alone"
+        );
+        let mut done = deployment("ns", "w", &[], json!({"containers": []}));
+        let finished = crate::inplace::Record {
+            done: true,
+            ..record.clone()
+        };
+        done.annotations.insert(names::IN_PLACE.into(), finished.render());
+        assert!(
+            census([&done], Duration::from_secs(600), now())
+                .rolling
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn a_failed_rollout_halts_no_config_version_of_another_namespace_whatever_its_marker_says() {
         // A tenant can write any marker on their own workload and make its rollout fail: naming the
         // victim's ConfigMap in it must not halt the victim's rollouts.
