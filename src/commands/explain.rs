@@ -127,18 +127,10 @@ async fn pod_lines(
                 inplace::PodConfig::Restarting { to, .. } => format!("restarting to {to}"),
                 inplace::PodConfig::Unknown => "unknown".to_string(),
             };
-            let not_restarted = match &v.agent {
-                None => Some(format!(
-                    "no {} container with the restart rule: the next change rolls out",
-                    inplace::AGENT_CONTAINER
-                )),
-                Some(a) if a.restarted_alone => Some(
-                    "its node restarted only the agent (no RestartAllContainersOnContainerExits): the next change rolls out"
-                        .to_string(),
-                ),
-                Some(a) if !a.running => Some("its agent has not started yet".to_string()),
-                Some(_) => None,
-            };
+            let not_restarted = v.not_restartable().map(|cause| match cause {
+                inplace::NotRestartable::AgentNotStarted => format!("it {}", cause.describe()),
+                _ => format!("it {}: the next change rolls out", cause.describe()),
+            });
             PodLine {
                 name: v.name,
                 config,

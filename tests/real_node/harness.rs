@@ -143,9 +143,19 @@ pub fn run(c: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The pods of `selector` in `namespace`: `(name, IP, ready)` of each that has an IP and is not
-/// being deleted.
-pub async fn pods(client: &Client, namespace: &str, selector: &str) -> Vec<(String, String, bool)> {
+/// A pod as the tests look at it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodSeen {
+    pub name: String,
+    pub uid: String,
+    pub ip: Option<String>,
+    pub ready: bool,
+    /// The names of its containers.
+    pub containers: Vec<String>,
+}
+
+/// The pods of `selector` in `namespace` that have a status and are not being deleted.
+pub async fn pods_seen(client: &Client, namespace: &str, selector: &str) -> Vec<PodSeen> {
     let list = Api::<Pod>::namespaced(client.clone(), namespace)
         .list(&ListParams::default().labels(selector))
         .await
@@ -160,8 +170,28 @@ pub async fn pods(client: &Client, namespace: &str, selector: &str) -> Vec<(Stri
                 .unwrap_or_default()
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.status == "True");
-            Some((p.metadata.name?, status.pod_ip?, ready))
+            let containers = p
+                .spec
+                .map(|s| s.containers.into_iter().map(|c| c.name).collect())
+                .unwrap_or_default();
+            Some(PodSeen {
+                name: p.metadata.name?,
+                uid: p.metadata.uid?,
+                ip: status.pod_ip,
+                ready,
+                containers,
+            })
         })
+        .collect()
+}
+
+/// The pods of `selector` in `namespace`: `(name, IP, ready)` of each that has an IP and is not
+/// being deleted.
+pub async fn pods(client: &Client, namespace: &str, selector: &str) -> Vec<(String, String, bool)> {
+    pods_seen(client, namespace, selector)
+        .await
+        .into_iter()
+        .filter_map(|p| Some((p.name, p.ip?, p.ready)))
         .collect()
 }
 

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use testenv::{create_configmap, namespace, patch_configmap, wait_for};
 use wave_core::{inplace, names};
 
-use crate::harness::{TIMEOUT, install_wave, served, turn};
+use crate::harness::{TIMEOUT, install_wave, pods_seen, served, turn};
 
 /// The chart's values for these tests: restarting in place on, from wave's own image.
 const WAVE: &[&str] = &[
@@ -90,30 +90,17 @@ struct Seen {
 
 /// The pods of `app` that are not being deleted, by name.
 async fn pods_of(client: &Client, ns: &str, app: &str) -> BTreeMap<String, Seen> {
-    let list = Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&ListParams::default().labels(&format!("app={app}")))
+    pods_seen(client, ns, &format!("app={app}"))
         .await
-        .expect("list pods");
-    list.items
         .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter_map(|p| {
-            let status = p.status?;
-            let ready = status
-                .conditions
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            let agent = p
-                .spec
-                .is_some_and(|s| s.containers.iter().any(|c| c.name == inplace::AGENT_CONTAINER));
+        .map(|p| {
             let seen = Seen {
-                uid: p.metadata.uid?,
-                ip: status.pod_ip.unwrap_or_default(),
-                ready,
-                agent,
+                uid: p.uid,
+                ip: p.ip.unwrap_or_default(),
+                ready: p.ready,
+                agent: p.containers.iter().any(|c| c == inplace::AGENT_CONTAINER),
             };
-            Some((p.metadata.name?, seen))
+            (p.name, seen)
         })
         .collect()
 }

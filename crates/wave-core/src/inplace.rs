@@ -432,6 +432,17 @@ impl PodView {
         }
     }
 
+    /// Why wave cannot restart it in place now, if it cannot (`step` falls back on the first two;
+    /// `wave explain` tells all three).
+    pub fn not_restartable(&self) -> Option<NotRestartable> {
+        match &self.agent {
+            None => Some(NotRestartable::NoAgent),
+            Some(a) if a.restarted_alone => Some(NotRestartable::NodeWithoutFeature),
+            Some(a) if !a.running => Some(NotRestartable::AgentNotStarted),
+            Some(_) => None,
+        }
+    }
+
     /// wave asked it to restart and it has not yet.
     fn pending(&self) -> Option<&Request> {
         let request = self.request.as_ref()?;
@@ -454,6 +465,32 @@ impl PodView {
         match (self.created, record.template_stale_since()) {
             (Some(created), Some(since)) => since.checked_sub(margin).is_ok_and(|before| created < before),
             _ => false,
+        }
+    }
+}
+
+/// Why a pod cannot restart in place now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotRestartable {
+    /// Its spec has no agent with the restart rule: the restart falls back to a rollout.
+    NoAgent,
+    /// Its node restarted only the agent: the restart falls back to a rollout.
+    NodeWithoutFeature,
+    /// Its agent has not read the pod's annotations yet: it waits.
+    AgentNotStarted,
+}
+
+impl NotRestartable {
+    /// In words, after "pod NAME".
+    pub fn describe(self) -> String {
+        match self {
+            NotRestartable::NoAgent => format!(
+                "has no {AGENT_CONTAINER} container with the restart rule (created before the agent was added, or the apiserver dropped the rule: restarting in place needs Kubernetes 1.35 or later with RestartAllContainersOnContainerExits)"
+            ),
+            NotRestartable::NodeWithoutFeature => format!(
+                "was on a node that restarted only the {AGENT_CONTAINER} container (its kubelet does not have RestartAllContainersOnContainerExits)"
+            ),
+            NotRestartable::AgentNotStarted => "has an agent that has not started yet".to_string(),
         }
     }
 }
@@ -527,20 +564,10 @@ pub fn step(
     now: Timestamp,
 ) -> Step {
     let pods: Vec<&PodView> = pods.iter().filter(|p| !p.deleting).collect();
-    if let Some(p) = pods.iter().find(|p| p.agent.is_none()) {
-        return Step::Fallback(format!(
-            "pod {} has no {AGENT_CONTAINER} container with the restart rule (created before the agent was added, or the apiserver dropped the rule: restarting in place needs Kubernetes 1.35 or later with RestartAllContainersOnContainerExits)",
-            p.name
-        ));
-    }
-    if let Some(p) = pods
-        .iter()
-        .find(|p| p.agent.as_ref().is_some_and(|a| a.restarted_alone))
-    {
-        return Step::Fallback(format!(
-            "the node of pod {} restarted only the {AGENT_CONTAINER} container (its kubelet does not have RestartAllContainersOnContainerExits)",
-            p.name
-        ));
+    for cause in [NotRestartable::NoAgent, NotRestartable::NodeWithoutFeature] {
+        if let Some(p) = pods.iter().find(|p| p.not_restartable() == Some(cause)) {
+            return Step::Fallback(format!("pod {} {}", p.name, cause.describe()));
+        }
     }
     let overdue = |since: Timestamp| {
         let waited = Duration::try_from(now.duration_since(since)).unwrap_or_default();
@@ -588,7 +615,7 @@ pub fn step(
                 }
             }
             // Its agent has not read the annotations yet: a request now would be its starting point.
-            _ if !p.agent.as_ref().is_some_and(|a| a.running) => {
+            _ if p.not_restartable() == Some(NotRestartable::AgentNotStarted) => {
                 if record_overdue {
                     return stuck(p);
                 }
