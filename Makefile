@@ -18,16 +18,17 @@ test: testenv fmt-check clippy lint-dockerfile lint-workflows static reload-demo
 	$(MAKE) bench-smoke
 
 ## bench: wave beside Wave and Reloader (WAVE_GO_BIN, RELOADER_BIN: see docs/benchmarks.md); results in bench/results
-bench: testenv
+bench: testenv static
 	cargo build --release --bin wave
 	cargo build --release -p wave-bench
-	WAVE_BIN=$(CURDIR)/target/release/wave target/release/wave-bench $(BENCH_ARGS)
+	WAVE_BIN=$(CURDIR)/target/release/wave WAVE_STATIC_BIN=$(STATIC_BIN) target/release/wave-bench $(BENCH_ARGS)
 
 ## bench-smoke: the benchmark at tiny sizes; checks only that every controller given produced every figure
-bench-smoke: testenv
+## (R1 runs on a real node, with the agent's image made from the static binary)
+bench-smoke: testenv static
 	cargo build --bin wave
 	cargo build -p wave-bench
-	WAVE_BIN=$(CURDIR)/target/debug/wave target/debug/wave-bench --smoke --out target/bench-smoke >/dev/null
+	WAVE_BIN=$(CURDIR)/target/debug/wave WAVE_STATIC_BIN=$(STATIC_BIN) target/debug/wave-bench --smoke --out target/bench-smoke >/dev/null
 
 ## testenv: build the control-plane binaries, or reuse the cached ones
 testenv:

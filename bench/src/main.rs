@@ -11,7 +11,8 @@
 //! then S9, wave alone: the chaos soak (bench/src/scenarios/chaos.rs); M1 (switching from Reloader,
 //! bench/src/scenarios/from_reloader.rs) with --reloader-migration-only; M2 (switching from Wave) with
 //! --migration-only; H1 (the cost of config history, bench/src/scenarios/history.rs) with --history-only;
-//! S12 (pacing at scale, bench/src/scenarios/pacing.rs) with --pacing-scale-only
+//! S12 (pacing at scale, bench/src/scenarios/pacing.rs) with --pacing-scale-only; R1 (restarting in
+//! place against a rolling update, on a real node, bench/src/scenarios/in_place.rs) with --in-place-only
 //! then: bench/results/<date>-<commit>.json (every round's raw figures, the median/min/max of each, the
 //! versions), latest.json and a PNG chart for a full run with both peers, and the table printed
 //! ```
@@ -138,6 +139,26 @@ pub struct Args {
     /// L1–L13: how long each scenario's changes go on, in seconds.
     #[arg(long, default_value_t = 30)]
     pub loadtest_seconds: u64,
+    /// Run only R1, restarting in place against a rolling update, on a real node (wave alone; needs
+    /// root on Linux); the figures are printed and written to `<out>/r1.json`.
+    #[arg(long)]
+    pub in_place_only: bool,
+    /// R1: Deployments (and one StatefulSet), each of --in-place-replicas pods.
+    #[arg(long, default_value_t = 10)]
+    pub in_place_deployments: usize,
+    /// R1: pods of each Deployment and of the StatefulSet.
+    #[arg(long, default_value_t = 3)]
+    pub in_place_replicas: usize,
+    /// R1: config changes per strategy, one at a time.
+    #[arg(long, default_value_t = 3)]
+    pub in_place_changes: usize,
+    /// R1: wave's static binary (`make static`), which the agent's image is made from.
+    #[arg(
+        long,
+        env = "WAVE_STATIC_BIN",
+        default_value = "target/x86_64-unknown-linux-gnu/release/wave"
+    )]
+    pub wave_static_bin: PathBuf,
     /// Run only S6, S7 and S8 (with `--out` elsewhere, so the published results stay whole).
     #[arg(long, conflicts_with = "latency_only")]
     pub safety_only: bool,
@@ -227,6 +248,9 @@ impl Args {
             // Fewer slots than the fan-out, so that the line is used.
             self.pacing_limit = 10;
             self.loadtest_seconds = 1;
+            self.in_place_deployments = 2;
+            self.in_place_replicas = 2;
+            self.in_place_changes = 1;
         }
         match self.part() {
             Some(Part::Safety) => {
@@ -307,6 +331,14 @@ fn sizes(args: &Args) -> scenarios::Sizes {
             idle_seconds: args.idle_seconds,
             limits,
         },
+        in_place: scenarios::in_place::Sizes {
+            deployments: args.in_place_deployments,
+            replicas: args.in_place_replicas,
+            changes: args.in_place_changes,
+            agent_bin: args.wave_static_bin.clone(),
+            limits,
+            out: args.out.clone(),
+        },
     }
 }
 
@@ -340,6 +372,7 @@ fn alone(args: &Args) -> Vec<(&'static str, &'static str)> {
         (args.scale_only, "--scale-only", "S10"),
         (args.pacing_scale_only, "--pacing-scale-only", "S12"),
         (args.loadtest_only, "--loadtest-only", "L1-L13"),
+        (args.in_place_only, "--in-place-only", "R1"),
     ]
     .into_iter()
     .filter_map(|(given, flag, id)| given.then_some((flag, id)))
@@ -521,7 +554,7 @@ async fn main() {
             eprintln!("smoke failed: {e}");
             std::process::exit(1);
         }
-        // L1–L13 for a few seconds each (wave ends every workload current), and S10 and S12 at tiny
+        // L1–L13 for a few seconds each (wave ends every workload current), S10, S12 and R1 at tiny
         // sizes, so that their code runs in CI too.
         for scenario in REGISTRY {
             let Run::Own {

@@ -93,15 +93,56 @@ struct Explanation {
     pods: Vec<PodLine>,
 }
 
+/// A [`PodLine`]'s config when the pod is asked to restart: this, then the hash it restarts to.
+pub(crate) const RESTARTING_TO: &str = "restarting to ";
+/// A [`PodLine`]'s config when the pod's own annotations do not say which it runs.
+pub(crate) const UNKNOWN_CONFIG: &str = "unknown";
+
 #[derive(serde::Serialize)]
-struct PodLine {
+pub(crate) struct PodLine {
     name: String,
     /// The config hash it runs, `restarting to HASH`, or `unknown`.
-    config: String,
+    pub config: String,
     ready: bool,
     /// Why wave would not restart it in place, if it would not.
     #[serde(skip_serializing_if = "Option::is_none")]
     not_restarted: Option<String>,
+}
+
+/// How a workload's pods get new config, as its annotations say, and, when it restarts in place (or
+/// did), its last restart and its pods.
+pub(crate) struct InPlace {
+    pub restart: inplace::Strategy,
+    pub record: Option<inplace::Record>,
+    pub pods: Vec<PodLine>,
+}
+
+/// An in-place record's state as `explain` and `status` show it: `restarting`, `done` or `failed: why`.
+pub(crate) fn restart_state(record: &inplace::Record) -> String {
+    match (record.done, &record.failed) {
+        (_, Some(why)) => format!("failed: {why}"),
+        (true, None) => "done".to_string(),
+        (false, None) => "restarting".to_string(),
+    }
+}
+
+/// Reads [`InPlace`] for `workload`: its pods are listed only when it restarts in place or has a record.
+pub(crate) async fn in_place_view(
+    client: &kube::Client,
+    workload: &Workload,
+) -> Result<InPlace, CommandError> {
+    let (restart, _) = inplace::Strategy::of(workload, inplace::Strategy::Rollout);
+    let record = inplace::Record::read(workload);
+    let pods = if restart == inplace::Strategy::InPlace || record.is_some() {
+        pod_lines(client, workload, record.as_ref()).await?
+    } else {
+        Vec::new()
+    };
+    Ok(InPlace {
+        restart,
+        record,
+        pods,
+    })
 }
 
 /// The pods of a workload restarting in place (or with an in-place record), read as the controller
@@ -124,8 +165,8 @@ async fn pod_lines(
         .map(|v| {
             let config = match inplace::pod_config(&v, record) {
                 inplace::PodConfig::Runs(hash) => hash,
-                inplace::PodConfig::Restarting { to, .. } => format!("restarting to {to}"),
-                inplace::PodConfig::Unknown => "unknown".to_string(),
+                inplace::PodConfig::Restarting { to, .. } => format!("{RESTARTING_TO}{to}"),
+                inplace::PodConfig::Unknown => UNKNOWN_CONFIG.to_string(),
             };
             let not_restarted = v.not_restartable().map(|cause| match cause {
                 inplace::NotRestartable::AgentNotStarted => format!("it {}", cause.describe()),
@@ -173,13 +214,11 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
         &mut ClusterHalts::default(),
     )
     .await?;
-    let (restart, _) = inplace::Strategy::of(&workload, inplace::Strategy::Rollout);
-    let record = inplace::Record::read(&workload);
-    let pods = if restart == inplace::Strategy::InPlace || record.is_some() {
-        pod_lines(&client, &workload, record.as_ref()).await?
-    } else {
-        Vec::new()
-    };
+    let InPlace {
+        restart,
+        record,
+        pods,
+    } = in_place_view(&client, &workload).await?;
     let e = Explanation {
         workload: id.to_string(),
         opted_in: workload.is_opted_in(),
@@ -189,11 +228,7 @@ pub async fn run(args: &ExplainArgs) -> Result<ExitCode, CommandError> {
         status: a.status,
         reason: a.reason,
         restart: restart.as_str(),
-        in_place: record.map(|r| match (r.done, r.failed) {
-            (_, Some(why)) => format!("failed: {why}"),
-            (true, None) => "done".to_string(),
-            (false, None) => "restarting".to_string(),
-        }),
+        in_place: record.as_ref().map(restart_state),
         pods,
     };
     if !super::print_structured(args.output.output, &e) {
@@ -364,6 +399,10 @@ fn explain(workload: &Workload, desired: &str, decision: &Decision) -> (&'static
                         pin.hash
                     ),
                 );
+            }
+            // Restarting in place, the current hash is the in-place record's, not the template's.
+            None if inplace::Record::read(workload).is_some() => {
+                "the hash its pods run or are restarting to matches the config".to_string()
             }
             None => "the hash on the template matches the config".to_string(),
         },

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use testenv::{create_configmap, namespace, patch_configmap, wait_for};
 use wave_core::{inplace, names};
 
-use crate::harness::{TIMEOUT, install_wave, pods_seen, served, turn};
+use crate::harness::{TIMEOUT, config_hash, install_wave, pods_seen, run, served, turn};
 
 /// The chart's values for these tests: restarting in place on, from wave's own image.
 const WAVE: &[&str] = &[
@@ -157,6 +157,15 @@ async fn revisions(client: &Client, ns: &str, app: &str) -> usize {
     list.items.len()
 }
 
+/// `wave status KIND/NAME -n NS -o json`, as a user runs it against the node's cluster.
+fn status(cluster: &testenv::Cluster, ns: &str, target: &str) -> Value {
+    let out = run(std::process::Command::new(env!("CARGO_BIN_EXE_wave"))
+        .args(["status", target, "-n", ns, "-o", "json"])
+        .env("KUBECONFIG", cluster.kubeconfig()));
+    let list: Value = serde_json::from_str(&out).expect("wave status prints JSON");
+    list[0].clone()
+}
+
 /// The reasons of the Events on `name`, oldest first.
 async fn reasons(client: &Client, ns: &str, name: &str) -> Vec<String> {
     let list = Api::<Event>::namespaced(client.clone(), ns)
@@ -243,6 +252,15 @@ async fn a_deployment_a_statefulset_and_a_daemonset_restart_in_place_with_the_sa
         })
         .await;
     }
+    for (kind, app, replicas) in workloads {
+        let s = status(node.cluster, &ns, &format!("{}/{app}", kind.to_lowercase()));
+        let hash = s["current_hash"].as_str().expect("a current hash").to_string();
+        assert_eq!(
+            (s["rollout"].as_str(), &s["pods"]),
+            (Some("complete (in place)"), &json!({hash: replicas})),
+            "wave status: every pod of {app} runs the hash of v2: {s}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -291,6 +309,31 @@ async fn a_bad_config_halts_after_the_pods_the_budget_allows_and_the_rest_keep_s
         })
         .count();
     assert_eq!(asked, 1, "one pod (maxUnavailable) was asked to restart");
+    let s = status(node.cluster, &ns, "deployment/web");
+    let v1 = config_hash(
+        &Api::<Deployment>::namespaced(client.clone(), &ns)
+            .get("web")
+            .await
+            .expect("get web"),
+    )
+    .expect("the template keeps v1's hash");
+    let by_config = s["pods"]
+        .as_object()
+        .expect("wave status counts the pods per config");
+    assert_eq!(
+        (
+            by_config.get(&v1),
+            by_config.values().filter_map(Value::as_u64).sum::<u64>()
+        ),
+        (Some(&json!(2)), 3),
+        "wave status: two pods on v1, three in all: {s}"
+    );
+    assert!(
+        s["rollout"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("in place: failed")),
+        "wave status says the restart failed: {s}"
+    );
     let uids = |pods: &BTreeMap<String, Seen>| pods.values().map(|p| p.uid.clone()).collect::<Vec<_>>();
     assert_eq!(uids(&pods), uids(&before), "no pod was replaced");
 

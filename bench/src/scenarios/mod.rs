@@ -6,8 +6,8 @@
 //! REGISTRY, in order:
 //!   steps of every controller's round, on the round's control plane (round.rs): S4 startup, S1 + S3,
 //!     S6, S7, S8, the defaults pass, S2 + S5 + S4 idle, S11
-//!   then on control planes of their own: S9 (after the rounds), L1-L13, S10 and S12 (alone with their
-//!     --*-only flag, and after the report under --smoke), H1, M1, M2 (alone with their flag)
+//!   then on control planes of their own: S9 (after the rounds), L1-L13, S10, S12 and R1 (alone with
+//!     their --*-only flag, and after the report under --smoke), H1, M1, M2 (alone with their flag)
 //! ```
 //!
 //! Each scenario takes its own sizes (`Sizes` in its module), which `main.rs` makes from the command
@@ -19,6 +19,7 @@ pub mod chaos;
 pub mod churn;
 pub mod from_reloader;
 pub mod history;
+pub mod in_place;
 pub mod latency;
 pub mod loadtest;
 pub mod memory;
@@ -130,6 +131,7 @@ pub struct Sizes {
     pub pacing: pacing::Sizes,
     pub loadtest: loadtest::Sizes,
     pub history: history::Sizes,
+    pub in_place: in_place::Sizes,
 }
 
 /// The figures of a scenario with control planes of its own.
@@ -143,6 +145,7 @@ pub enum Figures {
     History(history::HistoryCost),
     FromReloader(from_reloader::Migration),
     FromWave(migration::Migration),
+    InPlace(in_place::Comparison),
 }
 
 impl Figures {
@@ -156,6 +159,7 @@ impl Figures {
             Figures::History(h) => serde_json::to_string_pretty(h),
             Figures::FromReloader(m) => serde_json::to_string_pretty(m),
             Figures::FromWave(m) => serde_json::to_string_pretty(m),
+            Figures::InPlace(r) => serde_json::to_string_pretty(r),
         };
         text.unwrap_or_default()
     }
@@ -165,6 +169,7 @@ impl Figures {
         match self {
             Figures::Scale(s) => Some(s.markdown()),
             Figures::PacingScale(p) => Some(p.markdown()),
+            Figures::InPlace(r) => Some(r.markdown()),
             Figures::Loadtest(l) => {
                 let named: Vec<(&str, loadtest::LoadResult)> =
                     l.iter().map(|(n, r)| (n.as_str(), r.clone())).collect();
@@ -190,6 +195,7 @@ impl Figures {
             Figures::Loadtest(l) => loadtest::smoke_check(l),
             Figures::Scale(s) => s.smoke_check(),
             Figures::PacingScale(p) => p.smoke_check(),
+            Figures::InPlace(r) => r.smoke_check(),
             _ => Ok(()),
         }
     }
@@ -307,6 +313,18 @@ pub static REGISTRY: &[Scenario] = &[
         },
     },
     Scenario {
+        id: "R1",
+        measures: "restarting in place against a rolling update, on the real node",
+        run: Run::Own {
+            run: in_place::run_registered,
+            when: When::Alone {
+                file: "r1.json",
+                smoke: true,
+            },
+            needs: Some((&["wave"], "wave's binary: set WAVE_BIN")),
+        },
+    },
+    Scenario {
         id: "H1",
         measures: "config history at the S1 size",
         run: Run::Own {
@@ -405,6 +423,6 @@ mod tests {
         let n = files.len();
         files.sort_unstable();
         files.dedup();
-        assert_eq!((n, files.len()), (6, 6));
+        assert_eq!((n, files.len()), (7, 7));
     }
 }
