@@ -192,7 +192,8 @@ pub(crate) struct Assessment {
     /// The hash wave would write.
     pub desired_hash: Option<String>,
     /// The decision's reason (`wave_core::decide::Decision::reason`: `up-to-date`, `blocked`,
-    /// `rollout`, `write`, `halted`, `pinned`, ...), `held` or `queued` from wave's Events, or, when wave
+    /// `rollout`, `write`, `halted`, `pinned`, ...), `restart-failed` after a halted in-place restart,
+    /// `held` or `queued` from wave's Events, or, when wave
     /// decides nothing for it, `ignored`, `reloader` or `elsewhere`.
     pub status: &'static str,
     /// Why, in words.
@@ -401,10 +402,21 @@ fn explain(workload: &Workload, desired: &str, decision: &Decision) -> (&'static
                 );
             }
             // Restarting in place, the current hash is the in-place record's, not the template's.
-            None if inplace::Record::read(workload).is_some() => {
-                "the hash its pods run or are restarting to matches the config".to_string()
-            }
-            None => "the hash on the template matches the config".to_string(),
+            None => match inplace::Record::read(workload) {
+                Some(inplace::Record {
+                    failed: Some(why), ..
+                }) => {
+                    return (
+                        "restart-failed",
+                        format!(
+                            "its in-place restart into {desired} halted ({why}); the pods not restarted keep their config until the next config change restarts them, or `{}: rollout` rolls it out",
+                            names::RESTART
+                        ),
+                    );
+                }
+                Some(_) => "the hash its pods run or are restarting to matches the config".to_string(),
+                None => "the hash on the template matches the config".to_string(),
+            },
         },
         Decision::Blocked { missing, .. } => missing_message(missing),
         Decision::DeleteHeldPods => "pods held by the released scheduling gate are to be deleted".to_string(),

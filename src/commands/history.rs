@@ -166,7 +166,7 @@ pub async fn run_history(args: &HistoryArgs) -> Result<ExitCode, CommandError> {
                 format!("{}{}", v.revision, if v.current { "*" } else { "" }),
                 v.hash
                     .as_deref()
-                    .map_or("(none)", |h| &h[..h.len().min(12)])
+                    .map_or("(none)", wave_core::hash::short)
                     .to_string(),
                 v.created.clone().unwrap_or_default(),
                 v.snapshot.clone().unwrap_or_else(|| "-".into()),

@@ -159,7 +159,7 @@ pub async fn run(args: &StatusArgs) -> Result<ExitCode, CommandError> {
     }
     let short = |h: &Option<String>| {
         h.as_deref()
-            .map_or("-".to_string(), |h| h[..h.len().min(12)].to_string())
+            .map_or("-".to_string(), |h| wave_core::hash::short(h).to_string())
     };
     let rows: Vec<[String; 8]> = views
         .iter()
@@ -192,7 +192,7 @@ fn pods_cell(pods: &BTreeMap<String, usize>) -> String {
     }
     pods.iter()
         .map(|(config, n)| {
-            let short = |h: &str| h[..h.len().min(12)].to_string();
+            let short = wave_core::hash::short;
             match config.strip_prefix(RESTARTING_TO) {
                 Some(to) => format!("{n} restarting to {}", short(to)),
                 None if config == UNKNOWN_CONFIG => format!("{n} on a config not known"),

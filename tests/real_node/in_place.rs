@@ -412,3 +412,79 @@ async fn pods_without_the_agent_roll_out_once_with_one_event_and_the_next_change
         .count();
     assert_eq!(fallbacks_after, 1, "still one InPlaceFallback Event");
 }
+
+#[tokio::test]
+async fn a_restart_switched_back_to_rollout_midway_rolls_out_once_with_one_event() {
+    let Some(node) = turn("in_place_switched").await else {
+        return;
+    };
+    let client = node.client.clone();
+    let ns = namespace(&client, "real-in-place-switch").await;
+    install_wave(node.cluster, &ns, WAVE);
+    create_configmap(&client, &ns, "site", site("v1")).await;
+    let rolling = json!({"replicas": 3,
+        "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}});
+    let mut web = workload("Deployment", "web", true, rolling);
+    // Long enough that the restart below is still waiting on its bad pod when the user steps in.
+    web["metadata"]["annotations"][names::ROLLOUT_DEADLINE] = json!("10m");
+    create(&client, &ns, web).await;
+    settled(&client, &ns, "web", 3, "v1").await;
+
+    let mut bad = site("v2");
+    bad["greeting"] = json!("bad");
+    patch_configmap(&client, &ns, "site", json!({"data": bad})).await;
+    let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+    let record = wait_for("a pod asked to restart into the bad config", TIMEOUT, || async {
+        let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default().labels("app=web"))
+            .await
+            .ok()?;
+        let asked = pods.items.iter().any(|p| {
+            p.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(names::RESTART_REQUEST))
+        });
+        let d = deployments.get("web").await.ok()?;
+        let record = d.metadata.annotations?.get(names::IN_PLACE)?.clone();
+        asked.then(|| inplace::Record::parse(&record).expect("a readable record"))
+    })
+    .await;
+    assert!(record.is_restarting(), "still restarting: {record:?}");
+
+    // The user sets the strategy back to rollout while the restart waits on its bad pod.
+    let switch = json!({"metadata": {"annotations": {(names::RESTART): "rollout"}}});
+    deployments
+        .patch("web", &PatchParams::default(), &Patch::Merge(&switch))
+        .await
+        .expect("switch to rollout");
+    let d = wait_for("the hash of the bad config on the template", TIMEOUT, || async {
+        let d = deployments.get("web").await.ok()?;
+        (config_hash(&d).as_deref() == Some(record.hash.as_str())).then_some(d)
+    })
+    .await;
+    let annotations = d.metadata.annotations.unwrap_or_default();
+    assert!(
+        !annotations.contains_key(names::IN_PLACE),
+        "the in-place record is gone once the rollout is written: {annotations:?}"
+    );
+    let fallbacks = || async {
+        reasons(&client, &ns, "web")
+            .await
+            .into_iter()
+            .filter(|r| r == names::reason::IN_PLACE_FALLBACK)
+            .count()
+    };
+    wait_for("the InPlaceFallback Event", TIMEOUT, || async {
+        (fallbacks().await > 0).then_some(())
+    })
+    .await;
+
+    // The fix rolls out as an ordinary rollout, and the switch said so once.
+    patch_configmap(&client, &ns, "site", json!({"data": site("v3")})).await;
+    wait_for("web to serve the fix", TIMEOUT, || {
+        serving(&client, &ns, "web", 3, "v3")
+    })
+    .await;
+    assert_eq!(fallbacks().await, 1, "one InPlaceFallback Event");
+}

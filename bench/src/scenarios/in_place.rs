@@ -655,11 +655,13 @@ impl PodWatch {
             let seen = seen.clone();
             async move {
                 let mut ready = Some(ready_tx);
+                // The pods of the first list; a later list (the watch restarted) counts those it
+                // brings that were not in it, as any event does.
                 let mut before = BTreeSet::new();
                 let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
                 while let Some(event) = stream.next().await {
                     match event {
-                        Ok(Event::InitApply(p)) => {
+                        Ok(Event::InitApply(p)) if ready.is_some() => {
                             before.insert(p.uid().unwrap_or_default());
                         }
                         Ok(Event::InitDone) => {
@@ -667,7 +669,7 @@ impl PodWatch {
                                 let _ = r.send(());
                             }
                         }
-                        Ok(Event::Apply(p)) => {
+                        Ok(Event::Apply(p) | Event::InitApply(p)) => {
                             let uid = p.uid().unwrap_or_default();
                             if before.contains(&uid) {
                                 continue;

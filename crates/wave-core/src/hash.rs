@@ -346,6 +346,12 @@ pub fn source_of(config_maps: &Section, secrets: &Section) -> HashSource {
     HashSource(json)
 }
 
+/// The first 12 characters of a hash, as names and tables show it. A hash read from an object may be
+/// anything a user wrote there, so this cuts at a character boundary, never inside one.
+pub fn short(hash: &str) -> &str {
+    hash.char_indices().nth(12).map_or(hash, |(end, _)| &hash[..end])
+}
+
 /// The config hash of a workload: `hash_source(...).hash_with(hashing)`.
 pub fn config_hash(namespace: &str, refs: &References, fetched: &Fetched, hashing: &Hashing) -> String {
     hash_source(namespace, refs, fetched).hash_with(hashing)
@@ -406,6 +412,13 @@ fn section(namespace: &str, kind: ConfigKind, refs: &References, fetched: &Fetch
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_short_hash_is_its_first_twelve_characters_even_when_a_user_wrote_it() {
+        assert_eq!(super::short("0123456789abcdef"), "0123456789ab");
+        assert_eq!(super::short("abc"), "abc");
+        assert_eq!(super::short("ééééééééééééé"), "éééééééééééé");
+    }
     #[test]
     fn hmac_sha256_matches_the_rfc_4231_test_vectors() {
         // Test case 2 (a short key) and test case 6 (a key longer than the block).

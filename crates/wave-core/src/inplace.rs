@@ -582,8 +582,11 @@ pub fn step(
         ),
     };
     // A pod unavailable with no request of wave's (Pending, or not Ready on its own) holds the restart
-    // back; past the deadline counted from the record, the restart halts rather than wait for good.
-    let record_overdue = record.started().is_some_and(overdue);
+    // back; past the deadline, the restart halts rather than wait for good. The deadline counts from
+    // the record, or from the pod's creation when that came later: a pod a scale-up, an eviction or a
+    // resume made late in the restart gets the whole deadline to become Ready, as a new pod of a
+    // rollout does.
+    let stuck_overdue = |p: &PodView| record.started().max(p.created).is_some_and(overdue);
     let stuck = |p: &PodView| Step::Failed {
         pod: p.name.clone(),
         why: format!(
@@ -608,7 +611,7 @@ pub fn step(
                 if !p.ready {
                     match p.request.as_ref().filter(|r| r.hash == record.hash) {
                         Some(r) if overdue(r.at) => return failed(p, &r.hash, "was not Ready again"),
-                        None if record_overdue => return stuck(p),
+                        None if stuck_overdue(p) => return stuck(p),
                         _ => {}
                     }
                     unavailable += 1;
@@ -616,7 +619,7 @@ pub fn step(
             }
             // Its agent has not read the annotations yet: a request now would be its starting point.
             _ if p.not_restartable() == Some(NotRestartable::AgentNotStarted) => {
-                if record_overdue {
+                if stuck_overdue(p) {
                     return stuck(p);
                 }
                 unavailable += 1;
@@ -637,6 +640,23 @@ pub fn step(
     } else {
         Step::Mark(now_free)
     }
+}
+
+/// Why the workload's own update strategy (`body` is the workload object) rules out restarting its pods
+/// in place, if it does: an `OnDelete` StatefulSet or DaemonSet gets new config only in the pods its
+/// user deletes, and a StatefulSet's `partition` keeps the pods below it as they are. Such a workload
+/// rolls out instead, and Kubernetes applies its strategy to the rollout.
+pub fn ruled_out_by_update_strategy(kind: WorkloadKind, body: &serde_json::Value) -> Option<String> {
+    if kind == WorkloadKind::DEPLOYMENT {
+        return None;
+    }
+    if body.pointer("/spec/updateStrategy/type").and_then(|t| t.as_str()) == Some("OnDelete") {
+        return Some("its update strategy is OnDelete: its pods get new config when deleted".into());
+    }
+    body.pointer("/spec/updateStrategy/rollingUpdate/partition")
+        .and_then(serde_json::Value::as_u64)
+        .filter(|p| *p > 0)
+        .map(|p| format!("its rolling update has partition {p}: the pods below it keep their config"))
 }
 
 /// How many of `replicas` pods may be unavailable at once, as the workload's rolling update allows

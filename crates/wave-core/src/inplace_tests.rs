@@ -325,7 +325,7 @@ fn a_pod_created_between_two_restarts_is_not_taken_for_its_templates_hash() {
 }
 
 #[test]
-fn an_ended_pod_counts_for_nothing_and_a_pod_stuck_unavailable_halts_at_the_deadline() {
+fn an_ended_pod_counts_for_nothing_and_a_pod_stuck_unavailable_halts_at_the_deadline_from_its_creation() {
     let r = record("new", T1);
     let mut evicted = pod("a", T0, "old");
     evicted.deleting = true;
@@ -338,7 +338,12 @@ fn an_ended_pod_counts_for_nothing_and_a_pod_stuck_unavailable_halts_at_the_dead
         step(&r, &pods, 1, DEADLINE, t("2026-11-26T10:02:00Z")),
         Step::Wait
     );
-    let Step::Failed { pod, why } = step(&r, &pods, 1, DEADLINE, t("2026-11-26T10:03:01Z")) else {
+    // Made 10 s after the record: its deadline counts from its creation, not from the record.
+    assert_eq!(
+        step(&r, &pods, 1, DEADLINE, t("2026-11-26T10:03:05Z")),
+        Step::Wait
+    );
+    let Step::Failed { pod, why } = step(&r, &pods, 1, DEADLINE, t("2026-11-26T10:03:11Z")) else {
         panic!("a pod that never becomes Ready halts the restart at the deadline");
     };
     assert_eq!(pod, "b");
@@ -353,4 +358,25 @@ fn a_record_without_its_time_is_no_record() {
     );
     assert_eq!(record_hash(r#"{"hash":"h"}"#), None);
     assert_eq!(Record::parse(r#"{"hash":"h"}"#), None);
+}
+
+#[test]
+fn on_delete_and_a_partition_rule_out_restarting_in_place() {
+    let sts = WorkloadKind::STATEFUL_SET;
+    let on_delete = serde_json::json!({"spec": {"updateStrategy": {"type": "OnDelete"}}});
+    assert!(ruled_out_by_update_strategy(sts, &on_delete).is_some_and(|w| w.contains("OnDelete")));
+    assert!(ruled_out_by_update_strategy(WorkloadKind::DAEMON_SET, &on_delete).is_some());
+    let partition =
+        |p: u64| serde_json::json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": p}}}});
+    assert!(ruled_out_by_update_strategy(sts, &partition(2)).is_some_and(|w| w.contains("partition 2")));
+    assert_eq!(ruled_out_by_update_strategy(sts, &partition(0)), None);
+    assert_eq!(
+        ruled_out_by_update_strategy(sts, &serde_json::json!({"spec": {}})),
+        None
+    );
+    let recreate = serde_json::json!({"spec": {"strategy": {"type": "Recreate"}}});
+    assert_eq!(
+        ruled_out_by_update_strategy(WorkloadKind::DEPLOYMENT, &recreate),
+        None
+    );
 }

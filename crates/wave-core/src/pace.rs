@@ -20,7 +20,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use super::hash::{Fetched, Hashing};
@@ -352,8 +352,16 @@ impl Share {
             // An in-place restart leaves the workload's status alone: the record says how far it got,
             // and its failure is recorded above like a rollout's.
             // Only a restart wave goes on with holds a slot: not one of a workload opted out or
-            // paused, nor a record forged on a workload wave leaves alone.
-            share.rolling = record.is_restarting() && w.is_opted_in() && !w.progress.paused;
+            // paused, nor a record forged on a workload wave leaves alone; and only within its
+            // deadline (a restart that stalls, say on a config change that is blocked, or a record
+            // forged with a time to come, holds none for longer than a rollout would).
+            let (limit, _) = deadline(w, default_deadline);
+            let signed = |d: Duration| SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX);
+            let within = record.started().is_some_and(|at| {
+                let age = now.duration_since(at);
+                age >= -signed(crate::inplace::CLOCK_MARGIN) && age <= signed(limit)
+            });
+            share.rolling = record.is_restarting() && within && w.is_opted_in() && !w.progress.paused;
             return share;
         }
         let Some(marker) = Marker::read(w).filter(|m| m.is_current(w)) else {
@@ -1095,6 +1103,23 @@ mod tests {
                 .rolling
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn an_in_place_restart_past_its_deadline_or_dated_in_the_future_holds_no_slot() {
+        let holds = |at: Timestamp| {
+            let record = crate::inplace::Record::new("h2", at, BTreeMap::new(), None);
+            let mut w = deployment("ns", "w", &[], json!({"containers": []}));
+            w.annotations.insert(names::IN_PLACE.into(), record.render());
+            census([&w], Duration::from_secs(600), now())
+                .rolling
+                .contains(&id("w"))
+        };
+        let ago = |secs: i64| now().checked_sub(SignedDuration::from_secs(secs)).unwrap();
+        assert!(holds(ago(599)), "within the deadline");
+        assert!(!holds(ago(601)), "stalled past the deadline");
+        assert!(holds(ago(-1)), "a second ahead: within the clocks' margin");
+        assert!(!holds(ago(-3600)), "forged an hour ahead");
     }
 
     #[test]

@@ -97,7 +97,7 @@ impl Snapshot {
     /// The snapshot objects' name for `workload` at `hash` (the ConfigMap and the Secret share it):
     /// `wave-<kind>-<workload name>-<first 12 hex of the hash>`, the name cut so that it fits 253.
     pub fn name(workload: &WorkloadRef, hash: &str) -> String {
-        let short = &hash[..hash.len().min(12)];
+        let short = crate::hash::short(hash);
         let kind = workload.kind.info().short();
         let room = 253 - "wave---".len() - kind.len() - short.len();
         let name = workload.name.get(..room).unwrap_or(&workload.name);

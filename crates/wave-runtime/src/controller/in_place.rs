@@ -2,10 +2,12 @@
 //! asks the pure step what to do, and does it.
 //!
 //! ```text
-//! a reconcile finds the workload's hash current, with an in-place record still restarting
+//! a reconcile finds the workload's hash current, with an in-place record still restarting (or failed,
+//! and its strategy since set back to rollout)
 //!   ─► paused? held (its resume wakes it) ─► its strategy set back to rollout? fall back
 //!   ─► gate ─► GET the workload (selector, uid, rolling-update budget) ─► LIST its pods by selector,
 //!      kept only if the workload controls them (directly, or through a ReplicaSet of its name)
+//!   ─► its update strategy OnDelete, or a partition? fall back
 //!   ─► inplace::step ─► Mark   PATCH each pod's `restart-request` (guarded by its uid) ─► look again in 1 s
 //!                     ─► Wait  look again in 1 s
 //!                     ─► Done  the record says done ─► Normal RestartedInPlace
@@ -44,6 +46,15 @@ pub const POLL: Duration = Duration::from_secs(1);
 /// How soon to look again after the workload changed under a write of its record: its watch event
 /// brings the new version, and looking at once would read the old one again.
 const AFTER_CONFLICT: Duration = Duration::from_millis(200);
+
+/// The in-place record wave goes on with for an opted-in `workload` whose hash is current: one still
+/// restarting, or one that failed when its strategy has since been set back to `rollout` (which then
+/// rolls the config out, as asked).
+pub fn unfinished(ctx: &Context, workload: &Workload) -> Option<Record> {
+    let record = Record::read(workload).filter(|_| workload.is_opted_in())?;
+    let switched = inplace::Strategy::of(workload, ctx.restart).0 != inplace::Strategy::InPlace;
+    (record.is_restarting() || (record.failed.is_some() && switched)).then_some(record)
+}
 
 /// Goes on with the in-place restart of `workload` into `record`, unless someone since paused it (no
 /// pod is asked until it is resumed, as no hash is written to a paused Deployment) or set its strategy
@@ -92,6 +103,9 @@ async fn drive(ctx: &Context, workload: &Workload, record: &Record) -> Result<Ou
     if views.is_empty() && replicas > 0 {
         // Its status counts pods it does not control as wave finds them (an Argo Rollout's, say).
         let why = format!("none of its {replicas} pods is one wave finds as its own");
+        return fall_back(ctx, workload, &record.hash, &why).await;
+    }
+    if let Some(why) = inplace::ruled_out_by_update_strategy(id.kind, &object.data) {
         return fall_back(ctx, workload, &record.hash, &why).await;
     }
     let budget = inplace::max_unavailable(id.kind, &object.data, views.len());
@@ -185,7 +199,8 @@ async fn drive(ctx: &Context, workload: &Workload, record: &Record) -> Result<Ou
                 Patched::Conflict => return Ok(Outcome::Waiting(AFTER_CONFLICT)),
             }
             let note = format!(
-                "In-place restart halted: {why}. The pods not restarted keep their config; a new change, or `wave resume`, goes on."
+                "In-place restart halted: {why}. The pods not restarted keep their config until the next config change restarts them, or until `{}: rollout` rolls it out.",
+                names::RESTART
             );
             tracing::warn!(workload = %id, pod = %pod, hash = %record.hash, "in-place restart halted");
             ctx.events.publish(

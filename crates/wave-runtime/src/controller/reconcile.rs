@@ -183,9 +183,7 @@ async fn plan_and_write(
                 if let Some(outcome) = halting::record_failure(ctx, &workload).await? {
                     return Ok(outcome);
                 }
-                if let Some(record) = inplace::Record::read(&workload).filter(|r| r.is_restarting())
-                    && workload.is_opted_in()
-                {
+                if let Some(record) = in_place::unfinished(ctx, &workload) {
                     return in_place::go_on(ctx, &workload, &record).await;
                 }
                 if let Some(outcome) = history::keep(ctx, &workload, &refs, &fetched).await? {
