@@ -157,6 +157,23 @@ async fn revisions(client: &Client, ns: &str, app: &str) -> usize {
     list.items.len()
 }
 
+/// How many pods of `app` carry a request of wave's to restart.
+async fn asked_to_restart(client: &Client, ns: &str, app: &str) -> usize {
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&format!("app={app}")))
+        .await
+        .expect("list pods")
+        .items
+        .iter()
+        .filter(|p| {
+            p.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(names::RESTART_REQUEST))
+        })
+        .count()
+}
+
 /// `wave status KIND/NAME -n NS -o json`, as a user runs it against the node's cluster.
 fn status(cluster: &testenv::Cluster, ns: &str, target: &str) -> Value {
     let out = run(std::process::Command::new(env!("CARGO_BIN_EXE_wave"))
@@ -295,19 +312,7 @@ async fn a_bad_config_halts_after_the_pods_the_budget_allows_and_the_rest_keep_s
         .map(|(name, _)| name)
         .collect();
     assert_eq!(old.len(), 2, "two of three pods keep serving v1: {pods:?}");
-    let asked = Api::<Pod>::namespaced(client.clone(), &ns)
-        .list(&ListParams::default().labels("app=web"))
-        .await
-        .expect("list pods")
-        .items
-        .iter()
-        .filter(|p| {
-            p.metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.contains_key(names::RESTART_REQUEST))
-        })
-        .count();
+    let asked = asked_to_restart(&client, &ns, "web").await;
     assert_eq!(asked, 1, "one pod (maxUnavailable) was asked to restart");
     let s = status(node.cluster, &ns, "deployment/web");
     let v1 = config_hash(
@@ -435,16 +440,7 @@ async fn a_restart_switched_back_to_rollout_midway_rolls_out_once_with_one_event
     patch_configmap(&client, &ns, "site", json!({"data": bad})).await;
     let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
     let record = wait_for("a pod asked to restart into the bad config", TIMEOUT, || async {
-        let pods = Api::<Pod>::namespaced(client.clone(), &ns)
-            .list(&ListParams::default().labels("app=web"))
-            .await
-            .ok()?;
-        let asked = pods.items.iter().any(|p| {
-            p.metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.contains_key(names::RESTART_REQUEST))
-        });
+        let asked = asked_to_restart(&client, &ns, "web").await > 0;
         let d = deployments.get("web").await.ok()?;
         let record = d.metadata.annotations?.get(names::IN_PLACE)?.clone();
         asked.then(|| inplace::Record::parse(&record).expect("a readable record"))

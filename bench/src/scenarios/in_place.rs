@@ -218,6 +218,15 @@ fn import_wave_image(cluster: &testenv::Cluster, bin: &Path) -> Result<(), Error
     Ok(())
 }
 
+/// One strategy's namespace and what R1 looks at in it.
+struct Place<'a> {
+    sizes: &'a Sizes,
+    client: &'a Client,
+    ns: &'a str,
+    workloads: &'a [(&'static str, String)],
+    in_place: bool,
+}
+
 /// One strategy: its namespace, its workloads settled, its changes, then the namespace gone.
 async fn one_strategy(sizes: &Sizes, client: &Client, in_place: bool) -> Result<Strategy, Error> {
     let ns = if in_place { "r1-in-place" } else { "r1-rollout" };
@@ -242,10 +251,17 @@ async fn one_strategy(sizes: &Sizes, client: &Client, in_place: bool) -> Result<
         create(client, ns, kind, &name, sizes.replicas, in_place).await?;
     }
     let workloads = workloads(sizes);
-    settle(sizes, client, ns, &workloads, 1, in_place).await?;
+    let place = Place {
+        sizes,
+        client,
+        ns,
+        workloads: &workloads,
+        in_place,
+    };
+    settle(&place, 1).await?;
     let mut changes = Vec::new();
     for version in 2..2 + sizes.changes {
-        let change = one_change(sizes, client, ns, &workloads, version, in_place).await?;
+        let change = one_change(&place, version).await?;
         eprintln!("R1: {ns} v{version}: {change:?}");
         changes.push(change);
     }
@@ -434,19 +450,13 @@ async fn all_serve(
 /// Waits until every workload's own controller has finished (and, in place, wave's restart is done),
 /// every pod is Ready and serves `version`, and wave's hash is on the template (the first time: a
 /// rollout).
-async fn settle(
-    sizes: &Sizes,
-    client: &Client,
-    ns: &str,
-    workloads: &[(&'static str, String)],
-    version: usize,
-    in_place: bool,
-) -> Result<(), Error> {
+async fn settle(place: &Place<'_>, version: usize) -> Result<(), Error> {
+    let Place { sizes, ns, .. } = place;
     let limit = sizes.limits.limit(Duration::from_secs(600));
     let started = Instant::now();
     let mut confirmed = BTreeSet::new();
     loop {
-        if settled(sizes, client, ns, workloads, version, in_place, &mut confirmed).await {
+        if settled(place, version, &mut confirmed).await {
             return Ok(());
         }
         if started.elapsed() > limit {
@@ -457,15 +467,14 @@ async fn settle(
 }
 
 /// [`settle`]'s condition, now.
-async fn settled(
-    sizes: &Sizes,
-    client: &Client,
-    ns: &str,
-    workloads: &[(&'static str, String)],
-    version: usize,
-    in_place: bool,
-    confirmed: &mut BTreeSet<String>,
-) -> bool {
+async fn settled(place: &Place<'_>, version: usize, confirmed: &mut BTreeSet<String>) -> bool {
+    let Place {
+        sizes,
+        client,
+        ns,
+        workloads,
+        in_place,
+    } = *place;
     let Ok(pods) = pods_by_app(client, ns).await else {
         return false;
     };
@@ -513,14 +522,14 @@ async fn settled(
 }
 
 /// One config change, measured: see [`Change`].
-async fn one_change(
-    sizes: &Sizes,
-    client: &Client,
-    ns: &str,
-    workloads: &[(&'static str, String)],
-    version: usize,
-    in_place: bool,
-) -> Result<Change, Error> {
+async fn one_change(place: &Place<'_>, version: usize) -> Result<Change, Error> {
+    let Place {
+        sizes,
+        client,
+        ns,
+        workloads,
+        ..
+    } = *place;
     let sets_before = replica_sets(client, ns).await?;
     let revisions_before = revisions(client, ns).await?;
     let ips_before: HashMap<String, BTreeSet<String>> = pods_by_app(client, ns)
@@ -570,7 +579,7 @@ async fn one_change(
         }
         tokio::time::sleep(LOOK_EVERY).await;
     }
-    settle(sizes, client, ns, workloads, version, in_place).await?;
+    settle(place, version).await?;
     let (probes, probes_failed) = prober.stop();
     endpoints.stop();
     let (pods_created, pods_scheduled) = pod_watch.stop();
