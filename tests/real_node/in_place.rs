@@ -293,6 +293,31 @@ async fn a_bad_config_halts_after_the_pods_the_budget_allows_and_the_rest_keep_s
         "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}});
     create(&client, &ns, workload("Deployment", "web", true, rolling)).await;
     let before = settled(&client, &ns, "web", 3, "v1").await;
+    // wave tells a pod's config from its creation only when that is clearly before the restart (by
+    // more than the margin for the two clocks): the pods must be that old for `wave status` to say
+    // they run v1's hash rather than one not known.
+    let margin = k8s_openapi::jiff::SignedDuration::try_from(inplace::CLOCK_MARGIN).expect("seconds");
+    wait_for(
+        "web's pods to be older than the clock margin",
+        TIMEOUT,
+        || async {
+            let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+                .list(&ListParams::default().labels("app=web"))
+                .await
+                .ok()?;
+            let now = k8s_openapi::jiff::Timestamp::now();
+            pods.items
+                .iter()
+                .all(|p| {
+                    p.metadata
+                        .creation_timestamp
+                        .as_ref()
+                        .is_some_and(|t| now.duration_since(t.0) > margin)
+                })
+                .then_some(())
+        },
+    )
+    .await;
 
     let mut bad = site("v2");
     bad["greeting"] = json!("bad");

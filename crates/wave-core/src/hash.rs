@@ -412,13 +412,13 @@ fn section(namespace: &str, kind: ConfigKind, refs: &References, fetched: &Fetch
 
 #[cfg(test)]
 mod tests {
-
     #[test]
     fn a_short_hash_is_its_first_twelve_characters_even_when_a_user_wrote_it() {
         assert_eq!(super::short("0123456789abcdef"), "0123456789ab");
         assert_eq!(super::short("abc"), "abc");
         assert_eq!(super::short("ééééééééééééé"), "éééééééééééé");
     }
+
     #[test]
     fn hmac_sha256_matches_the_rfc_4231_test_vectors() {
         // Test case 2 (a short key) and test case 6 (a key longer than the block).
