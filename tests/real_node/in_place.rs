@@ -183,13 +183,25 @@ fn status(cluster: &testenv::Cluster, ns: &str, target: &str) -> Value {
     list[0].clone()
 }
 
-/// The reasons of the Events on `name`, oldest first.
-async fn reasons(client: &Client, ns: &str, name: &str) -> Vec<String> {
+/// How many Events on `name` have `reason`.
+async fn events(client: &Client, ns: &str, name: &str, reason: &str) -> usize {
     let list = Api::<Event>::namespaced(client.clone(), ns)
         .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
         .await
         .expect("list events");
-    list.items.into_iter().filter_map(|e| e.reason).collect()
+    list.items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .count()
+}
+
+/// A namespace of its own (`prefix-…`) with wave installed in it, watching only it, and the ConfigMap
+/// `site` at v1.
+async fn set_up(node: &crate::harness::Node, prefix: &str) -> String {
+    let ns = namespace(&node.client, prefix).await;
+    install_wave(node.cluster, &ns, WAVE);
+    create_configmap(&node.client, &ns, "site", site("v1")).await;
+    ns
 }
 
 #[tokio::test]
@@ -199,9 +211,7 @@ async fn a_deployment_a_statefulset_and_a_daemonset_restart_in_place_with_the_sa
         return;
     };
     let client = node.client.clone();
-    let ns = namespace(&client, "real-in-place").await;
-    install_wave(node.cluster, &ns, WAVE);
-    create_configmap(&client, &ns, "site", site("v1")).await;
+    let ns = set_up(&node, "real-in-place").await;
     let workloads = [
         ("Deployment", "web", 2),
         ("StatefulSet", "db", 2),
@@ -261,11 +271,7 @@ async fn a_deployment_a_statefulset_and_a_daemonset_restart_in_place_with_the_sa
     );
     for (_, app, _) in workloads {
         wait_for(&format!("{app}'s RestartedInPlace Event"), TIMEOUT, || async {
-            reasons(&client, &ns, app)
-                .await
-                .iter()
-                .any(|r| r == names::reason::RESTARTED_IN_PLACE)
-                .then_some(())
+            (events(&client, &ns, app, names::reason::RESTARTED_IN_PLACE).await > 0).then_some(())
         })
         .await;
     }
@@ -286,9 +292,7 @@ async fn a_bad_config_halts_after_the_pods_the_budget_allows_and_the_rest_keep_s
         return;
     };
     let client = node.client.clone();
-    let ns = namespace(&client, "real-in-place-bad").await;
-    install_wave(node.cluster, &ns, WAVE);
-    create_configmap(&client, &ns, "site", site("v1")).await;
+    let ns = set_up(&node, "real-in-place-bad").await;
     let rolling = json!({"replicas": 3,
         "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}});
     create(&client, &ns, workload("Deployment", "web", true, rolling)).await;
@@ -296,7 +300,6 @@ async fn a_bad_config_halts_after_the_pods_the_budget_allows_and_the_rest_keep_s
     // wave tells a pod's config from its creation only when that is clearly before the restart (by
     // more than the margin for the two clocks): the pods must be that old for `wave status` to say
     // they run v1's hash rather than one not known.
-    let margin = k8s_openapi::jiff::SignedDuration::try_from(inplace::CLOCK_MARGIN).expect("seconds");
     wait_for(
         "web's pods to be older than the clock margin",
         TIMEOUT,
@@ -312,7 +315,7 @@ async fn a_bad_config_halts_after_the_pods_the_budget_allows_and_the_rest_keep_s
                     p.metadata
                         .creation_timestamp
                         .as_ref()
-                        .is_some_and(|t| now.duration_since(t.0) > margin)
+                        .is_some_and(|t| now.duration_since(t.0) > inplace::CLOCK_MARGIN)
                 })
                 .then_some(())
         },
@@ -323,11 +326,7 @@ async fn a_bad_config_halts_after_the_pods_the_budget_allows_and_the_rest_keep_s
     bad["greeting"] = json!("bad");
     patch_configmap(&client, &ns, "site", json!({"data": bad})).await;
     wait_for("the InPlaceRestartFailed Event", TIMEOUT, || async {
-        reasons(&client, &ns, "web")
-            .await
-            .iter()
-            .any(|r| r == names::reason::IN_PLACE_RESTART_FAILED)
-            .then_some(())
+        (events(&client, &ns, "web", names::reason::IN_PLACE_RESTART_FAILED).await > 0).then_some(())
     })
     .await;
     let pods = pods_of(&client, &ns, "web").await;
@@ -385,9 +384,7 @@ async fn pods_without_the_agent_roll_out_once_with_one_event_and_the_next_change
         return;
     };
     let client = node.client.clone();
-    let ns = namespace(&client, "real-in-place-fallback").await;
-    install_wave(node.cluster, &ns, WAVE);
-    create_configmap(&client, &ns, "site", site("v1")).await;
+    let ns = set_up(&node, "real-in-place-fallback").await;
     create(
         &client,
         &ns,
@@ -416,11 +413,7 @@ async fn pods_without_the_agent_roll_out_once_with_one_event_and_the_next_change
         uids(&rolled).iter().all(|u| !uids(&first).contains(u)),
         "the pods without the agent were replaced by a rollout"
     );
-    let fallbacks = reasons(&client, &ns, "web")
-        .await
-        .into_iter()
-        .filter(|r| r == names::reason::IN_PLACE_FALLBACK)
-        .count();
+    let fallbacks = events(&client, &ns, "web", names::reason::IN_PLACE_FALLBACK).await;
     assert_eq!(fallbacks, 1, "one InPlaceFallback Event");
 
     let sets = replica_sets(&client, &ns, "web").await;
@@ -435,11 +428,7 @@ async fn pods_without_the_agent_roll_out_once_with_one_event_and_the_next_change
         "the next change restarted the same pods in place"
     );
     assert_eq!(replica_sets(&client, &ns, "web").await, sets, "no new ReplicaSet");
-    let fallbacks_after = reasons(&client, &ns, "web")
-        .await
-        .into_iter()
-        .filter(|r| r == names::reason::IN_PLACE_FALLBACK)
-        .count();
+    let fallbacks_after = events(&client, &ns, "web", names::reason::IN_PLACE_FALLBACK).await;
     assert_eq!(fallbacks_after, 1, "still one InPlaceFallback Event");
 }
 
@@ -449,9 +438,7 @@ async fn a_restart_switched_back_to_rollout_midway_rolls_out_once_with_one_event
         return;
     };
     let client = node.client.clone();
-    let ns = namespace(&client, "real-in-place-switch").await;
-    install_wave(node.cluster, &ns, WAVE);
-    create_configmap(&client, &ns, "site", site("v1")).await;
+    let ns = set_up(&node, "real-in-place-switch").await;
     let rolling = json!({"replicas": 3,
         "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}});
     let mut web = workload("Deployment", "web", true, rolling);
@@ -489,13 +476,7 @@ async fn a_restart_switched_back_to_rollout_midway_rolls_out_once_with_one_event
         !annotations.contains_key(names::IN_PLACE),
         "the in-place record is gone once the rollout is written: {annotations:?}"
     );
-    let fallbacks = || async {
-        reasons(&client, &ns, "web")
-            .await
-            .into_iter()
-            .filter(|r| r == names::reason::IN_PLACE_FALLBACK)
-            .count()
-    };
+    let fallbacks = || async { events(&client, &ns, "web", names::reason::IN_PLACE_FALLBACK).await };
     wait_for("the InPlaceFallback Event", TIMEOUT, || async {
         (fallbacks().await > 0).then_some(())
     })

@@ -530,8 +530,8 @@ async fn one_change(place: &Place<'_>, version: usize) -> Result<Change, Error> 
         workloads,
         ..
     } = *place;
-    let sets_before = replica_sets(client, ns).await?;
-    let revisions_before = revisions(client, ns).await?;
+    let sets_before = uids::<ReplicaSet>(client, ns).await?;
+    let revisions_before = uids::<ControllerRevision>(client, ns).await?;
     let ips_before: HashMap<String, BTreeSet<String>> = pods_by_app(client, ns)
         .await?
         .into_iter()
@@ -604,8 +604,14 @@ async fn one_change(place: &Place<'_>, version: usize) -> Result<Change, Error> 
         deployments_all_s: deployment_times.iter().copied().fold(0.0, f64::max),
         deployment_median_s: median(&deployment_times),
         statefulset_s: done.get(STATEFUL).copied().unwrap_or(f64::NAN),
-        replica_sets_created: replica_sets(client, ns).await?.difference(&sets_before).count(),
-        revisions_created: revisions(client, ns).await?.difference(&revisions_before).count(),
+        replica_sets_created: uids::<ReplicaSet>(client, ns)
+            .await?
+            .difference(&sets_before)
+            .count(),
+        revisions_created: uids::<ControllerRevision>(client, ns)
+            .await?
+            .difference(&revisions_before)
+            .count(),
         pods_created,
         pods_scheduled,
         ips_changed,
@@ -614,19 +620,18 @@ async fn one_change(place: &Place<'_>, version: usize) -> Result<Change, Error> 
     })
 }
 
-async fn replica_sets(client: &Client, ns: &str) -> Result<BTreeSet<String>, Error> {
-    let list = Api::<ReplicaSet>::namespaced(client.clone(), ns)
+/// The UIDs of the `K`s in `ns` (ReplicaSets, ControllerRevisions).
+async fn uids<K>(client: &Client, ns: &str) -> Result<BTreeSet<String>, Error>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let list = Api::<K>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await
-        .map_err(|e| format!("listing ReplicaSets: {e}"))?;
-    Ok(list.items.iter().filter_map(|r| r.uid()).collect())
-}
-
-async fn revisions(client: &Client, ns: &str) -> Result<BTreeSet<String>, Error> {
-    let list = Api::<ControllerRevision>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| format!("listing ControllerRevisions: {e}"))?;
+        .map_err(|e| format!("listing {}s: {e}", K::kind(&())))?;
     Ok(list.items.iter().filter_map(|r| r.uid()).collect())
 }
 

@@ -35,7 +35,7 @@ use k8s_openapi::api::core::v1::{
     VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::kind::WorkloadKind;
@@ -58,7 +58,7 @@ const RESTART_ALL: &str = "RestartAllContainers";
 /// A pod counts as created after a record only when the apiserver stamped it at least this long after
 /// the record's time (wave's clock): the two clocks may differ a little, and a pod wrongly taken for
 /// younger would keep old config, while one wrongly taken for older only restarts once more.
-pub const CLOCK_MARGIN: Duration = Duration::from_secs(2);
+pub const CLOCK_MARGIN: SignedDuration = SignedDuration::from_secs(2);
 
 /// How a workload's pods get new config.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -185,6 +185,18 @@ impl Record {
     /// When it was written.
     pub fn started(&self) -> Option<Timestamp> {
         self.at.parse().ok()
+    }
+
+    /// Still restarting at `now`, and written at most `deadline` before it (and not later than it,
+    /// beyond the clocks' margin): a restart that stalls, or a record forged with a time to come,
+    /// counts for no longer than a rollout would.
+    pub fn is_live(&self, deadline: Duration, now: Timestamp) -> bool {
+        let deadline = SignedDuration::try_from(deadline).unwrap_or(SignedDuration::MAX);
+        self.is_restarting()
+            && self.started().is_some_and(|at| {
+                let age = now.duration_since(at);
+                age >= -CLOCK_MARGIN && age <= deadline
+            })
     }
 }
 
@@ -451,9 +463,8 @@ impl PodView {
     }
 
     fn born_after(&self, record: &Record) -> bool {
-        let margin = k8s_openapi::jiff::SignedDuration::try_from(CLOCK_MARGIN).unwrap_or_default();
         match (self.created, record.started()) {
-            (Some(created), Some(at)) => at.checked_add(margin).is_ok_and(|after| created >= after),
+            (Some(created), Some(at)) => at.checked_add(CLOCK_MARGIN).is_ok_and(|after| created >= after),
             _ => false,
         }
     }
@@ -461,9 +472,10 @@ impl PodView {
     /// Created clearly before pods stopped starting with the template's hash: its template's hash is
     /// the config it started with.
     fn born_before_stale(&self, record: &Record) -> bool {
-        let margin = k8s_openapi::jiff::SignedDuration::try_from(CLOCK_MARGIN).unwrap_or_default();
         match (self.created, record.template_stale_since()) {
-            (Some(created), Some(since)) => since.checked_sub(margin).is_ok_and(|before| created < before),
+            (Some(created), Some(since)) => since
+                .checked_sub(CLOCK_MARGIN)
+                .is_ok_and(|before| created < before),
             _ => false,
         }
     }

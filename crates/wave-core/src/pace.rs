@@ -20,7 +20,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::hash::{Fetched, Hashing};
@@ -353,15 +353,9 @@ impl Share {
             // and its failure is recorded above like a rollout's.
             // Only a restart wave goes on with holds a slot: not one of a workload opted out or
             // paused, nor a record forged on a workload wave leaves alone; and only within its
-            // deadline (a restart that stalls, say on a config change that is blocked, or a record
-            // forged with a time to come, holds none for longer than a rollout would).
+            // deadline (`Record::is_live`: say, a restart stalled on a config change that is blocked).
             let (limit, _) = deadline(w, default_deadline);
-            let signed = |d: Duration| SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX);
-            let within = record.started().is_some_and(|at| {
-                let age = now.duration_since(at);
-                age >= -signed(crate::inplace::CLOCK_MARGIN) && age <= signed(limit)
-            });
-            share.rolling = record.is_restarting() && within && w.is_opted_in() && !w.progress.paused;
+            share.rolling = record.is_live(limit, now) && w.is_opted_in() && !w.progress.paused;
             return share;
         }
         let Some(marker) = Marker::read(w).filter(|m| m.is_current(w)) else {
@@ -1115,7 +1109,7 @@ mod tests {
                 .rolling
                 .contains(&id("w"))
         };
-        let ago = |secs: i64| now().checked_sub(SignedDuration::from_secs(secs)).unwrap();
+        let ago = |secs: i64| now().checked_sub(jiff::SignedDuration::from_secs(secs)).unwrap();
         assert!(holds(ago(599)), "within the deadline");
         assert!(!holds(ago(601)), "stalled past the deadline");
         assert!(holds(ago(-1)), "a second ahead: within the clocks' margin");

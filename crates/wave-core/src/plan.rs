@@ -268,7 +268,9 @@ pub fn patch_body(workload: &Workload, write: &Write) -> Value {
         body["metadata"]["annotations"][names::PINNED_HASH] = Value::Null;
         body["metadata"]["annotations"][names::PINNED_CONFIG] = Value::Null;
     }
-    if let Some(marker) = &write.rollout {
+    // An in-place restart's record is its marker: a rollout marker names the next generation, which an
+    // in-place write (no template change) never makes, and someone else's rollout would.
+    if let Some(marker) = write.rollout.as_ref().filter(|_| write.in_place.is_none()) {
         // The last failure's record and its release stay: they name that rollout's hash and versions,
         // and a halt ends only with a new version of the object or `wave resume`.
         body["metadata"]["annotations"][names::ROLLOUT] = json!(marker);
@@ -656,6 +658,29 @@ mod tests {
             body,
             json!({"metadata": {"resourceVersion": "7", "annotations": {(names::SCHEDULING_DISABLED): null}},
                    "spec": {"template": {"spec": {"schedulerName": "default-scheduler"}}}})
+        );
+    }
+
+    #[test]
+    fn an_in_place_write_carries_its_record_and_no_rollout_marker_or_template_hash() {
+        let record = Record::new(
+            "h2",
+            "2026-11-22T12:00:00Z".parse().unwrap(),
+            Default::default(),
+            None,
+        );
+        let body = patch_body(
+            &at_version("7"),
+            &Write {
+                hash: Some("h2".into()),
+                rollout: Some("a marker".into()),
+                in_place: Some(Box::new(record.clone())),
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            body,
+            json!({"metadata": {"resourceVersion": "7", "annotations": {(names::IN_PLACE): record.render()}}})
         );
     }
 }

@@ -114,13 +114,7 @@ async fn drive(ctx: &Context, workload: &Workload, record: &Record) -> Result<Ou
     match inplace::step(record, &views, budget, deadline, now) {
         Step::Wait => Ok(Outcome::RestartingInPlace(POLL)),
         Step::Mark(names) => {
-            for view in views.iter().filter(|v| names.contains(&v.name)) {
-                let Some(pod) = owned
-                    .iter()
-                    .find(|p| p.metadata.name.as_ref() == Some(&view.name))
-                else {
-                    continue;
-                };
+            for (pod, view) in owned.iter().zip(&views).filter(|(_, v)| names.contains(&v.name)) {
                 let request = Request {
                     hash: record.hash.clone(),
                     from: view
@@ -155,11 +149,8 @@ async fn drive(ctx: &Context, workload: &Workload, record: &Record) -> Result<Ou
                 "resourceVersion": workload.resource_version,
                 "annotations": {(names::IN_PLACE): done.render()},
             }});
-            match write::patch(ctx, workload, &body, What::InPlaceRecord).await? {
-                Patched::Written => {}
-                Patched::Not(outcome) => return Ok(outcome),
-                // The workload changed (its status, or a new change): look again shortly.
-                Patched::Conflict => return Ok(Outcome::Waiting(AFTER_CONFLICT)),
+            if let Some(outcome) = write_or(ctx, workload, &body, What::InPlaceRecord).await? {
+                return Ok(outcome);
             }
             let note = format!(
                 "Restarted {} pod(s) in place into config hash {}: same pods, same IPs, no new ReplicaSet or revision.",
@@ -193,10 +184,8 @@ async fn drive(ctx: &Context, workload: &Workload, record: &Record) -> Result<Ou
                     (names::ROLLOUT_FAILED): failure.render(),
                 },
             }});
-            match write::patch(ctx, workload, &body, What::InPlaceRecord).await? {
-                Patched::Written => {}
-                Patched::Not(outcome) => return Ok(outcome),
-                Patched::Conflict => return Ok(Outcome::Waiting(AFTER_CONFLICT)),
+            if let Some(outcome) = write_or(ctx, workload, &body, What::InPlaceRecord).await? {
+                return Ok(outcome);
             }
             let note = format!(
                 "In-place restart halted: {why}. The pods not restarted keep their config until the next config change restarts them, or until `{}: rollout` rolls it out.",
@@ -216,6 +205,21 @@ async fn drive(ctx: &Context, workload: &Workload, record: &Record) -> Result<Ou
     }
 }
 
+/// Writes `body` to `workload` as `what`; when it was not written, the outcome to return: what the
+/// write gate says, or, after a conflict (its status changed, or a new change), look again shortly.
+async fn write_or(
+    ctx: &Context,
+    workload: &Workload,
+    body: &serde_json::Value,
+    what: What,
+) -> Result<Option<Outcome>, ReconcileError> {
+    Ok(match write::patch(ctx, workload, body, what).await? {
+        Patched::Written => None,
+        Patched::Not(outcome) => Some(outcome),
+        Patched::Conflict => Some(Outcome::Waiting(AFTER_CONFLICT)),
+    })
+}
+
 /// Rolls `workload` out to `hash` instead (its template gets the hash, the in-place record goes), and
 /// says why in one Warning: the record is gone after this write, so the Event comes once per change.
 pub async fn fall_back(
@@ -229,10 +233,9 @@ pub async fn fall_back(
         ..Write::default()
     };
     let body = plan::patch_body(workload, &write);
-    match write::patch(ctx, workload, &body, What::ConfigHash(PatchStyle::Merge)).await? {
-        Patched::Written => {}
-        Patched::Not(outcome) => return Ok(outcome),
-        Patched::Conflict => return Ok(Outcome::Waiting(AFTER_CONFLICT)),
+    let what = What::ConfigHash(PatchStyle::Merge);
+    if let Some(outcome) = write_or(ctx, workload, &body, what).await? {
+        return Ok(outcome);
     }
     say_fallback(ctx, workload, hash, why);
     Ok(Outcome::Written)

@@ -233,11 +233,6 @@ async fn plan_and_write(
         {
             return Ok(Outcome::Queued(Some(recheck)));
         }
-        if write.in_place.is_some() {
-            // The record is the restart's marker: a rollout marker names the next generation, which
-            // an in-place write (no template change) never makes, and someone else's rollout would.
-            write.rollout = None;
-        }
         let body = plan::patch_body(&workload, &write);
         let style = if write.is_strategic() {
             PatchStyle::Strategic
