@@ -549,3 +549,29 @@ fn webhook_resource() -> kube::discovery::ApiResource {
         "validatingwebhookconfigurations",
     )
 }
+
+/// Applies a CustomResourceDefinition from `testdata/crds` and waits until it is served.
+pub async fn install_crd(client: &kube::Client, file: &str, plural_group: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/crds")
+        .join(file);
+    let yaml = std::fs::read_to_string(&path).unwrap();
+    // Tests run at once: two first applies of one CRD would both create it, and one would fail.
+    static APPLYING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let applying = APPLYING.lock().unwrap_or_else(|e| e.into_inner());
+    let (ok, out) = kubectl_stdin(&["apply", "-f", "-"], &yaml);
+    drop(applying);
+    assert!(ok, "kubectl apply {file}: {out}");
+    let api: kube::Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = kube::Api::all(client.clone());
+    wait_for(&format!("{plural_group} to be established"), TIMEOUT, || async {
+        let crd = api.get(plural_group).await.ok()?;
+        crd.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+}

@@ -789,28 +789,6 @@ async fn the_namespace_selector_follows_namespace_labels_as_they_change() {
     assert_eq!(hash_of(&client, &chosen, kind, "app").await, Some(first));
 }
 
-/// Applies a CustomResourceDefinition from `testdata/crds` and waits until it is served.
-async fn install_crd(client: &kube::Client, file: &str, plural_group: &str) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata/crds")
-        .join(file);
-    let yaml = std::fs::read_to_string(&path).unwrap();
-    let (ok, out) = kubectl_stdin(&["apply", "-f", "-"], &yaml);
-    assert!(ok, "kubectl apply {file}: {out}");
-    let api: kube::Api<
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    > = kube::Api::all(client.clone());
-    wait_for(&format!("{plural_group} to be established"), TIMEOUT, || async {
-        let crd = api.get(plural_group).await.ok()?;
-        crd.status?
-            .conditions?
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True")
-            .then_some(())
-    })
-    .await;
-}
-
 /// The hash on Widget `w`'s pod template.
 fn widget_hash(ns: &str) -> Option<String> {
     let (ok, out) = kubectl_stdin(

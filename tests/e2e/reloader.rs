@@ -23,7 +23,7 @@ const IGNORE: &str = "reloader.stakater.com/ignore";
 const LAST_RELOADED_FROM: &str = "reloader.stakater.com/last-reloaded-from";
 
 /// Reloader's SHA-1 of an object whose values are all plain strings: `k=v` entries sorted, joined by `;`.
-fn reloader_sha(data: &[(&str, &str)]) -> String {
+pub(crate) fn reloader_sha(data: &[(&str, &str)]) -> String {
     let mut entries: Vec<String> = data.iter().map(|(k, v)| format!("{k}={v}")).collect();
     entries.sort();
     let out = pipe(Command::new("sha1sum"), &entries.join(";"));
@@ -36,7 +36,7 @@ fn reloader_sha(data: &[(&str, &str)]) -> String {
 }
 
 /// The env of container `container` of the workload, as `name → value`.
-async fn env_of(
+pub(crate) async fn env_of(
     client: &kube::Client,
     ns: &str,
     kind: WorkloadKind,
@@ -63,7 +63,7 @@ async fn env_of(
 }
 
 /// The pod template's `last-reloaded-from`, parsed.
-async fn last_reloaded_from(
+pub(crate) async fn last_reloaded_from(
     client: &kube::Client,
     ns: &str,
     kind: WorkloadKind,

@@ -27,6 +27,8 @@
 //! - `sha.rs`: Reloader's SHA-1 of an object and the env var it is kept in;
 //! - `selection.rs`: what a workload asked ([`selection`], [`Selection`], [`Needs`]);
 //! - `targets.rs`: which objects reload it and through which container ([`targets`], [`Target`]);
+//! - `since.rs`: what a target went through since a workload wave saw created was created
+//!   ([`since_creation`]), its starting point;
 //! - `plan.rs`: which marks to write ([`plan`], [`Decision`], [`Mark`]) and what wave saw ([`Seen`]);
 //! - `patch.rs`: the patches writing the marks, and a CronJob's Job ([`reload_patch`], [`job_name`]);
 //! - `pause.rs`: a reload's pause and its end ([`pause`], [`Pause`]);
@@ -39,6 +41,7 @@ mod plan;
 mod running;
 mod selection;
 mod sha;
+mod since;
 mod targets;
 #[cfg(test)]
 mod testing;
@@ -53,4 +56,5 @@ pub use plan::{Decision, Mark, ReloadSource, Seen, last_reloaded_from, plan};
 pub use running::{running_reloaders, runs_reloader};
 pub use selection::{KindSelection, Needs, Pattern, Selection, selection};
 pub use sha::{EMPTY_SHA, env_var_name, sha, type_name};
+pub use since::{History, SinceCreation, revision, since_creation};
 pub use targets::{Candidate, Lifecycle, Target, targets};

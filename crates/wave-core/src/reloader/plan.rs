@@ -6,7 +6,10 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::core::v1::PodSpec;
 use serde::Serialize;
 
-use super::{EMPTY_SHA, Lifecycle, Options, Strategy, Target, env_var_name, sha, type_name};
+use super::{EMPTY_SHA, Lifecycle, Options, SinceCreation, Strategy, Target, env_var_name, sha, type_name};
+
+/// What a workload's pods started with when that is data wave never read: equal to no SHA-1.
+const UNSEEN: &str = "";
 use crate::hash::Fetched;
 use crate::names::reloader as names;
 use crate::refs::ConfigKey;
@@ -83,8 +86,9 @@ pub fn last_reloaded_from(workload: &Workload) -> Option<ReloadSource> {
 }
 
 /// Decides the marks for `workload`. For each target that exists: its SHA-1 now is compared with the
-/// SHA-1 the workload carries for it, or else with the one wave saw before (`seen`); a target with
-/// neither is only recorded (Reloader writes nothing for an object that has not changed). Objects marked
+/// SHA-1 the workload carries for it, or else with the one wave saw before (`seen`), or else, for a
+/// workload wave saw created, with what its pods started with ([`Target::since_creation`]); a target
+/// with none of these is only recorded (Reloader writes nothing for an object that has not changed). Objects marked
 /// `ignore` (Reloader's or wave's) are recorded, never written. `observed_at` is the time to put in
 /// `last-reloaded-from`.
 pub fn plan(
@@ -121,11 +125,19 @@ pub fn plan(
                 .map(|l| l.hash.as_str()),
         };
         // An object created while wave watched counts as having come from no data.
-        let created =
-            (target.lifecycle == Lifecycle::Created && options.reload_on_create).then_some(EMPTY_SHA);
+        let created = options.reload_on_create.then_some(EMPTY_SHA);
+        // For a workload wave saw created, what its pods started with (`since.rs`): data written since
+        // its creation is not it (`UNSEEN` equals no SHA-1); an object created since came from no data;
+        // data written before it is the starting point.
+        let started_with = match target.since_creation {
+            SinceCreation::Changed => Some(UNSEEN),
+            SinceCreation::Created => created,
+            SinceCreation::Unchanged => None,
+            SinceCreation::Unknown => created.filter(|_| target.lifecycle == Lifecycle::Created),
+        };
         let Some(before) = carried
             .or_else(|| seen.get(&target.key).map(String::as_str))
-            .or(created)
+            .or(started_with)
         else {
             continue;
         };

@@ -122,10 +122,22 @@ fn lifecycle_plan(
     strategy: Strategy,
     seen: &BTreeMap<ConfigKey, String>,
 ) -> Decision {
+    since_plan(w, SinceCreation::Unknown, lifecycle, data, strategy, seen)
+}
+
+fn since_plan(
+    w: &Workload,
+    since_creation: SinceCreation,
+    lifecycle: Lifecycle,
+    data: Option<&str>,
+    strategy: Strategy,
+    seen: &BTreeMap<ConfigKey, String>,
+) -> Decision {
     let target = Target {
         key: cm("app"),
         container: "c".into(),
         lifecycle,
+        since_creation,
     };
     let fetched: Fetched = data
         .map(|d| (cm("app"), Arc::new(content(&[("k", d)]))))
@@ -206,4 +218,118 @@ fn with_reload_on_delete_a_deleted_object_s_env_var_goes_or_the_annotation_names
     };
     assert_eq!(source.hash, EMPTY_SHA);
     assert_eq!(EMPTY_SHA, sha(ConfigKind::ConfigMap, &Content::default()));
+}
+
+#[test]
+fn a_workload_created_while_watched_reloads_for_data_written_after_its_creation_only() {
+    let none = BTreeMap::new();
+    for strategy in [Strategy::EnvVars, Strategy::Annotations] {
+        let changed = since_plan(
+            &env_workload(None),
+            SinceCreation::Changed,
+            Lifecycle::Existing,
+            Some("v2"),
+            strategy,
+            &none,
+        );
+        assert_eq!(
+            changed.marks.len(),
+            1,
+            "{strategy}: its pods started with other data"
+        );
+        let unchanged = since_plan(
+            &env_workload(None),
+            SinceCreation::Unchanged,
+            Lifecycle::Created,
+            Some("v1"),
+            strategy,
+            &none,
+        );
+        assert!(
+            unchanged.marks.is_empty(),
+            "{strategy}: written before the workload, even if created while wave watched: its starting point"
+        );
+        assert_eq!(unchanged.observed.len(), 1, "and recorded as such");
+    }
+    // Created after the workload: a change from no data under reload-on-create only.
+    let created = since_plan(
+        &env_workload(None),
+        SinceCreation::Created,
+        Lifecycle::Created,
+        Some("v1"),
+        Strategy::EnvVars,
+        &none,
+    );
+    assert_eq!(created.marks.len(), 1);
+    let target = Target {
+        key: cm("app"),
+        container: "c".into(),
+        lifecycle: Lifecycle::Created,
+        since_creation: SinceCreation::Created,
+    };
+    let fetched: Fetched = [(cm("app"), Arc::new(content(&[("k", "v1")])))].into();
+    let quiet = plan(
+        &env_workload(None),
+        &[target],
+        &fetched,
+        &Options::default(),
+        &none,
+        7,
+    );
+    assert!(
+        quiet.marks.is_empty(),
+        "without reload-on-create, its pods started with it"
+    );
+}
+
+#[test]
+fn what_wave_read_before_a_change_still_decides_for_a_workload_created_while_watched() {
+    // The first reconcile read v1 (written before the creation); v2 came after: one reload, for v2.
+    let v1 = sha(ConfigKind::ConfigMap, &content(&[("k", "v1")]));
+    let seen = BTreeMap::from([(cm("app"), v1.clone())]);
+    let d = since_plan(
+        &env_workload(None),
+        SinceCreation::Changed,
+        Lifecycle::Existing,
+        Some("v2"),
+        Strategy::EnvVars,
+        &seen,
+    );
+    assert_eq!(d.marks.len(), 1);
+    // Written again with the same data (a label, say): the SHA-1 wave read decides, nothing is written.
+    let d = since_plan(
+        &env_workload(None),
+        SinceCreation::Changed,
+        Lifecycle::Existing,
+        Some("v1"),
+        Strategy::EnvVars,
+        &seen,
+    );
+    assert!(d.marks.is_empty());
+}
+
+#[test]
+fn with_reload_on_delete_an_object_deleted_after_a_watched_creation_is_named_with_no_data() {
+    let d = since_plan(
+        &env_workload(None),
+        SinceCreation::Changed,
+        Lifecycle::Deleted,
+        None,
+        Strategy::Annotations,
+        &BTreeMap::new(),
+    );
+    let [Mark::Annotation(source)] = d.marks.as_slice() else {
+        panic!("one annotation: {:?}", d.marks)
+    };
+    assert_eq!(source.hash, EMPTY_SHA);
+    // Under env-vars a workload that carries no env var for it has nothing to remove, as in Reloader.
+    let d = since_plan(
+        &env_workload(None),
+        SinceCreation::Changed,
+        Lifecycle::Deleted,
+        None,
+        Strategy::EnvVars,
+        &BTreeMap::new(),
+    );
+    assert!(d.marks.is_empty());
 }

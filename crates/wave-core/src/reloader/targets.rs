@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 
-use super::Selection;
+use super::{Selection, SinceCreation};
 use crate::refs::{ConfigKey, ConfigKind};
 use crate::workload::Workload;
 
@@ -92,6 +92,9 @@ pub struct Target {
     pub container: String,
     /// Whether it was created or deleted while wave watched.
     pub lifecycle: Lifecycle,
+    /// What it went through since the workload was created: [`SinceCreation::Unknown`] from
+    /// [`targets`]; the reconcile sets it once it has read the data ([`super::since_creation`]).
+    pub since_creation: SinceCreation,
 }
 
 /// An object that exists, or was deleted while wave watched, as the tracker knows it (its metadata only).
@@ -122,6 +125,7 @@ pub fn targets(workload: &Workload, selection: &Selection, candidates: &[Candida
                 key: c.key.clone(),
                 container,
                 lifecycle: c.lifecycle,
+                since_creation: SinceCreation::Unknown,
             })
         })
         .collect();

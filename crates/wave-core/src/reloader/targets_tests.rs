@@ -27,11 +27,13 @@ fn auto_reloads_only_referenced_objects_and_marks_the_container_that_uses_them()
                 key: cm("env"),
                 container: "b".into(),
                 lifecycle: Lifecycle::Existing,
+                since_creation: SinceCreation::Unknown,
             },
             Target {
                 key: cm("mounted"),
                 container: "b".into(),
                 lifecycle: Lifecycle::Existing,
+                since_creation: SinceCreation::Unknown,
             },
         ]
     );

@@ -30,8 +30,9 @@ impl Tracked for ConfigMeta {
         tracker.upsert_config(meta, fx);
     }
 
-    fn delete(tracker: &mut Tracker, key: &ConfigKey, fx: &mut Effects) {
-        tracker.delete_config(key, fx);
+    fn delete(tracker: &mut Tracker, key: &ConfigKey, last: Option<&Self>, fx: &mut Effects) {
+        let deleted_at = last.and_then(|meta| crate::reloader::revision(&meta.version.resource_version));
+        tracker.delete_config(key, deleted_at, fx);
     }
 }
 
@@ -69,13 +70,13 @@ impl Tracker {
         self.configs.insert(meta.key, meta.version);
     }
 
-    fn delete_config(&mut self, key: &ConfigKey, fx: &mut Effects) {
+    fn delete_config(&mut self, key: &ConfigKey, deleted_at: Option<u64>, fx: &mut Effects) {
         if self.configs.remove(key).is_some() {
             self.wake_dependents(key, fx, true);
         }
         self.set_owners(key, Vec::new());
         self.ignored.remove(key);
-        self.forget_reloader_marks(key);
+        self.forget_reloader_marks(key, deleted_at);
         fx.evict.push(key.clone());
     }
 

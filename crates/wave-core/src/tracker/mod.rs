@@ -87,11 +87,16 @@ pub struct Tracker {
     /// With `--resource-label-selector`: config objects its selector does not select, which Reloader's
     /// annotations never see.
     unselected: HashSet<ConfigKey>,
-    /// With `--reload-on-create`: config objects created after the first list.
-    created: HashSet<ConfigKey>,
+    /// Config objects created after the first list, and the resourceVersion of their creation: for
+    /// `--reload-on-create`, and the starting point of a workload created after the first list
+    /// (`reloader::since_creation`).
+    created: HashMap<ConfigKey, u64>,
     /// With `--reload-on-delete`: config objects deleted after the first list that a workload
-    /// references or may find, until they are created again.
-    deleted: HashSet<ConfigKey>,
+    /// references or may find, until they are created again, and the deletion's resourceVersion.
+    deleted: HashMap<ConfigKey, Option<u64>>,
+    /// Workloads opted in through Reloader's annotations that were created after the first list, and
+    /// the resourceVersion of their creation.
+    born: HashMap<WorkloadRef, u64>,
     /// Deployments that an opted-in Argo Rollout takes its pod template from, and that Rollout.
     adopters: HashMap<WorkloadRef, WorkloadRef>,
     /// Per namespace, the Reloader workloads whose selection may involve any object there (name
@@ -141,8 +146,9 @@ impl Tracker {
             cross_namespace: CrossNamespace::Deny,
             reloader: None,
             matched: HashSet::new(),
-            created: HashSet::new(),
-            deleted: HashSet::new(),
+            created: HashMap::new(),
+            deleted: HashMap::new(),
+            born: HashMap::new(),
             unselected: HashSet::new(),
             scanning: HashMap::new(),
             adopters: HashMap::new(),

@@ -32,7 +32,7 @@ impl Tracked for NamespaceMeta {
         tracker.upsert_namespace(ns, fx);
     }
 
-    fn delete(tracker: &mut Tracker, name: &String, _: &mut Effects) {
+    fn delete(tracker: &mut Tracker, name: &String, _: Option<&Self>, _: &mut Effects) {
         tracker.selected.remove(name);
     }
 }

@@ -27,8 +27,9 @@ pub(super) trait Tracked: Sized {
     fn held(tracker: &Tracker) -> impl Iterator<Item = &Self::Key>;
     /// The object was created or changed, or a relist showed it.
     fn upsert(tracker: &mut Tracker, object: Self, fx: &mut Effects);
-    /// The object was deleted, or a relist did not show it again.
-    fn delete(tracker: &mut Tracker, key: &Self::Key, fx: &mut Effects);
+    /// The object was deleted (`last`: its watch event, carrying the deletion's resourceVersion), or a
+    /// relist did not show it again (`None`).
+    fn delete(tracker: &mut Tracker, key: &Self::Key, last: Option<&Self>, fx: &mut Effects);
 }
 
 impl Tracker {
@@ -46,7 +47,7 @@ impl Tracker {
                 T::upsert(self, object, fx);
             }
             Event::Apply(object) => T::upsert(self, object, fx),
-            Event::Delete(object) => T::delete(self, object.key(), fx),
+            Event::Delete(object) => T::delete(self, object.key(), Some(&object), fx),
             Event::InitDone => {
                 let seen = T::relisting(self).remove(&scope).unwrap_or_default();
                 let gone: Vec<T::Key> = T::held(self)
@@ -57,7 +58,7 @@ impl Tracker {
                     .cloned()
                     .collect();
                 for key in gone {
-                    T::delete(self, &key, fx);
+                    T::delete(self, &key, None, fx);
                 }
                 self.mark_synced(scope, fx);
             }

@@ -6,7 +6,7 @@
 use super::{ConfigMeta, Tracker};
 use crate::refs::ConfigKey;
 use crate::reloader;
-use crate::workload::Workload;
+use crate::workload::{Workload, WorkloadRef};
 
 impl Tracker {
     /// The same tracker, also tracking workloads opted in through Stakater Reloader's annotations.
@@ -33,9 +33,10 @@ impl Tracker {
         needs: &reloader::Needs,
     ) -> Vec<reloader::Candidate> {
         let candidate = |key: &ConfigKey| {
-            let lifecycle = if self.deleted.contains(key) {
+            let reload_on_create = self.reloader.as_ref().is_some_and(|o| o.reload_on_create);
+            let lifecycle = if self.deleted.contains_key(key) {
                 reloader::Lifecycle::Deleted
-            } else if self.created.contains(key) {
+            } else if reload_on_create && self.created.contains_key(key) {
                 reloader::Lifecycle::Created
             } else {
                 reloader::Lifecycle::Existing
@@ -50,7 +51,7 @@ impl Tracker {
         let known = self
             .configs
             .keys()
-            .chain(&self.deleted)
+            .chain(self.deleted.keys())
             .filter(|k| !self.unselected.contains(*k));
         if needs.scan {
             known.filter(|k| &k.namespace == ns).map(candidate).collect()
@@ -59,14 +60,42 @@ impl Tracker {
         }
     }
 
+    /// Notes the creation of `workload`, first seen after the first list, when it opted in through
+    /// Reloader's annotations: its resourceVersion is its starting point's (`reloader::since_creation`).
+    pub(super) fn note_reloader_birth(&mut self, workload: &Workload) {
+        if self.reloader_selection(workload).is_some()
+            && let Some(at) = reloader::revision(&workload.resource_version)
+        {
+            self.born.insert(workload.id.clone(), at);
+        }
+    }
+
+    /// What the object `key` went through since `workload` was created, when wave saw it created, for
+    /// the data read at `read_at` (`None`: the object does not exist).
+    pub fn reloader_since_creation(
+        &self,
+        workload: &WorkloadRef,
+        key: &ConfigKey,
+        read_at: Option<&str>,
+    ) -> reloader::SinceCreation {
+        let history = reloader::History {
+            read_at,
+            created_at: self.created.get(key).copied(),
+            deleted_at: self.deleted.get(key).copied().flatten(),
+        };
+        reloader::since_creation(self.born.get(workload).copied(), history)
+    }
+
     /// Notes what Reloader compatibility remembers of `meta`, before its version is recorded: created
     /// after the first list, no longer deleted, selected by `--resource-label-selector` or not, marked
     /// `match` or not.
     pub(super) fn note_reloader_marks(&mut self, meta: &ConfigMeta) {
         let reloader = self.reloader.as_ref();
-        if self.ready && !self.configs.contains_key(&meta.key) && reloader.is_some_and(|o| o.reload_on_create)
-        {
-            self.created.insert(meta.key.clone());
+        if self.ready && !self.configs.contains_key(&meta.key) && reloader.is_some() {
+            match reloader::revision(&meta.version.resource_version) {
+                Some(at) => self.created.insert(meta.key.clone(), at),
+                None => self.created.remove(&meta.key),
+            };
         }
         self.deleted.remove(&meta.key);
         match reloader.and_then(|o| o.resource_selector.as_ref()) {
@@ -87,12 +116,12 @@ impl Tracker {
     /// Forgets what Reloader compatibility remembers of the deleted object `key`, except, with
     /// `--reload-on-delete` after the first list, that it was deleted (and its `match` mark) when a
     /// workload references it or scans its namespace.
-    pub(super) fn forget_reloader_marks(&mut self, key: &ConfigKey) {
+    pub(super) fn forget_reloader_marks(&mut self, key: &ConfigKey, deleted_at: Option<u64>) {
         self.created.remove(key);
         self.unselected.remove(key);
         let wanted = self.index.is_referenced(key) || self.scanning.contains_key(&key.namespace);
         if self.ready && wanted && self.reloader.as_ref().is_some_and(|o| o.reload_on_delete) {
-            self.deleted.insert(key.clone());
+            self.deleted.insert(key.clone(), deleted_at);
         } else {
             self.matched.remove(key);
         }

@@ -88,3 +88,43 @@ fn a_resource_label_selector_hides_unselected_config_from_reloader_workloads() {
         .collect();
     assert_eq!(found, ["picked"]);
 }
+
+#[test]
+fn a_reloader_workload_created_after_the_first_list_dates_its_targets_from_its_creation() {
+    let spec = json!({"containers": [{"name": "c", "envFrom": [{"configMapRef": {"name": "cm"}}]}]});
+    let mut existing = reloader_workload("old", (names::reloader::AUTO, "true"), spec.clone());
+    existing.resource_version = "3".into();
+    let on = Tracker::new(&WorkloadKind::BUILT_IN, None).with_reloader(reloader::Options::default());
+    let (mut t, _) = synced_from(on, vec![existing.clone()], vec![cm_meta("cm", "5")]);
+    let cm = crate::refs::ConfigKey::new(crate::refs::ConfigKind::ConfigMap, "ns", "cm");
+    let since = |t: &Tracker, w: &str, read_at| {
+        let id = crate::workload::WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", w);
+        t.reloader_since_creation(&id, &cm, read_at)
+    };
+    assert_eq!(
+        since(&t, "old", Some("9")),
+        reloader::SinceCreation::Unknown,
+        "there at the first list: wave's first read is its starting point"
+    );
+
+    let mut new = reloader_workload("new", (names::reloader::AUTO, "true"), spec);
+    new.resource_version = "10".into();
+    t.apply(Change::Workload(scope(DEPLOYMENTS), Event::Apply(new.clone())));
+    assert_eq!(since(&t, "new", Some("5")), reloader::SinceCreation::Unchanged);
+    assert_eq!(since(&t, "new", Some("11")), reloader::SinceCreation::Changed);
+    // Its next events (a status, a new resourceVersion) do not move its creation.
+    new.resource_version = "12".into();
+    t.apply(Change::Workload(scope(DEPLOYMENTS), Event::Apply(new)));
+    assert_eq!(since(&t, "new", Some("11")), reloader::SinceCreation::Changed);
+    // An object created after it, and not written since.
+    t.apply(Change::Config(
+        scope(CONFIGMAPS),
+        Event::Apply(cm_meta("late", "13")),
+    ));
+    let late = crate::refs::ConfigKey::new(crate::refs::ConfigKind::ConfigMap, "ns", "late");
+    let id = crate::workload::WorkloadRef::new(WorkloadKind::DEPLOYMENT, "ns", "new");
+    assert_eq!(
+        t.reloader_since_creation(&id, &late, Some("13")),
+        reloader::SinceCreation::Created
+    );
+}

@@ -32,7 +32,7 @@ impl Tracked for Workload {
         tracker.upsert_workload(workload, fx);
     }
 
-    fn delete(tracker: &mut Tracker, id: &WorkloadRef, fx: &mut Effects) {
+    fn delete(tracker: &mut Tracker, id: &WorkloadRef, _: Option<&Self>, fx: &mut Effects) {
         tracker.delete_workload(id, fx);
     }
 }
@@ -58,6 +58,9 @@ impl Tracker {
     }
 
     fn upsert_workload(&mut self, w: Workload, fx: &mut Effects) {
+        if self.ready && !self.workloads.contains_key(&w.id) {
+            self.note_reloader_birth(&w);
+        }
         let view = self.effective(&w);
         self.reindex(&view, fx);
         let changed = match self.workloads.get(&w.id) {
@@ -109,6 +112,7 @@ impl Tracker {
             }
         }
         self.set_scanning(id, false);
+        self.born.remove(id);
         fx.evict.extend(self.index.remove(id));
     }
 

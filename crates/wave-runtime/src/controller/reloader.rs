@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! selection and candidates (tracker, metadata only) ─► targets (core) ─► content cache (targets only)
+//!   ─► for a workload wave saw created: what each target went through since (resourceVersions)
 //!   ─► plan (core): marks to write, SHA-1s observed
 //!   a pause period over (pause-period) ─► resume the Deployment ─► Event `Resumed`
 //!   no marks ─► record what was seen ─► Noop (or Paused: look again when the pause ends)
@@ -54,7 +55,7 @@ pub async fn reconcile(
     let id = workload.id.clone();
     let mut conflicts = Conflicts::new(&id);
     loop {
-        let (options, targets) = {
+        let (options, mut targets) = {
             let tracker = ctx.tracker();
             let (Some(options), Some(selection)) =
                 (tracker.reloader(), tracker.reloader_selection(&workload))
@@ -71,7 +72,15 @@ pub async fn reconcile(
             )
         };
         let refs = references(&targets);
-        let fetched = ctx.content.resolve(&refs, &ctx.tracker).await?;
+        let (fetched, versions) = ctx.content.resolve_versions(&refs, &ctx.tracker).await?;
+        {
+            // A workload wave saw created starts from the data of its creation (`reloader::since`).
+            let tracker = ctx.tracker();
+            for target in &mut targets {
+                let read_at = versions.get(&target.key).map(String::as_str);
+                target.since_creation = tracker.reloader_since_creation(&id, &target.key, read_at);
+            }
+        }
         memory::observe_data_changes(ctx);
         let seen = ctx.reloader_seen().of(&id);
         let now = k8s_openapi::jiff::Timestamp::now();

@@ -77,6 +77,16 @@ impl ContentCache {
         refs: &References,
         tracker: &RwLock<Tracker>,
     ) -> Result<Fetched, ReconcileError> {
+        Ok(self.resolve_versions(refs, tracker).await?.0)
+    }
+
+    /// [`Self::resolve`], with the resourceVersion of each content it returns (the version the cache
+    /// holds, or the one the GET answered: possibly newer than the watch's).
+    pub async fn resolve_versions(
+        &self,
+        refs: &References,
+        tracker: &RwLock<Tracker>,
+    ) -> Result<(Fetched, HashMap<ConfigKey, String>), ReconcileError> {
         let lookups = refs.keys().into_iter().map(|key| async move {
             let version = read(tracker).config(&key).cloned();
             let Some(version) = version else {
@@ -87,13 +97,22 @@ impl ContentCache {
                 .get(&key)
                 .filter(|e| e.version == version)
                 .map(|e| e.content.clone());
-            let content = match cached {
-                Some(content) => Some(content),
+            let read = match cached {
+                Some(content) => Some((version, content)),
                 None => self.fetch(&key, Some(&version.resource_version), tracker).await?,
             };
-            Ok((key, content))
+            Ok((key, read))
         });
-        Ok(collect(futures::future::try_join_all(lookups).await?))
+        let found: Vec<_> = futures::future::try_join_all(lookups).await?;
+        let versions = found
+            .iter()
+            .filter_map(|(key, read)| Some((key.clone(), read.as_ref()?.0.resource_version.clone())))
+            .collect();
+        let fetched = found
+            .into_iter()
+            .map(|(key, read)| (key, read.map(|(_, content)| content)))
+            .collect();
+        Ok((collect(fetched), versions))
     }
 
     /// The content of every referenced object that exists, read from the apiserver whatever the
@@ -105,7 +124,7 @@ impl ContentCache {
     ) -> Result<Fetched, ReconcileError> {
         let lookups = refs.keys().into_iter().map(|key| async move {
             let content = self.fetch(&key, None, tracker).await?;
-            Ok((key, content))
+            Ok((key, content.map(|(_, content)| content)))
         });
         Ok(collect(futures::future::try_join_all(lookups).await?))
     }
@@ -147,7 +166,7 @@ impl ContentCache {
         key: &ConfigKey,
         at: Option<&str>,
         tracker: &RwLock<Tracker>,
-    ) -> Result<Option<Arc<Content>>, ReconcileError> {
+    ) -> Result<Option<(ObjectVersion, Arc<Content>)>, ReconcileError> {
         self.metrics
             .content_fetches
             .get_or_create(&KindLabel {
@@ -169,8 +188,9 @@ impl ContentCache {
             return Ok(None);
         };
         let content = Arc::new(content);
+        let version = ObjectVersion::of(&meta);
         self.keep(key.clone(), meta, content.clone(), tracker);
-        Ok(Some(content))
+        Ok(Some((version, content)))
     }
 
     /// Caches `content` read at `meta`'s version, only while someone still references the object, so
