@@ -28,6 +28,7 @@ use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use wave_core::duration::parse_go_duration;
 use wave_core::flap::FlapPolicy;
 use wave_core::inplace::Strategy;
+use wave_core::names;
 use wave_core::ratelimit;
 use wave_core::refs::{ConfigKind, CrossNamespace};
 use wave_core::workload::WorkloadKind;
@@ -267,6 +268,11 @@ pub struct WatchArgs {
     #[arg(long, env = "WAVE_ARGO_ROLLOUTS")]
     pub argo_rollouts: bool,
 
+    /// Reloader's spelling of `--argo-rollouts`, with its value (`--is-Argo-Rollouts=true`).
+    #[arg(long = "is-Argo-Rollouts", value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = ArgAction::Set)]
+    pub is_argo_rollouts: Option<bool>,
+
     /// Also manage a resource with a pod template: `GROUP/VERSION/RESOURCE:JSON-POINTER` (repeatable, or
     /// comma-separated), e.g. `example.com/v1/runners:/spec/template`. Its kind is looked up at start-up;
     /// it needs `get, list, watch, patch` on the resource.
@@ -301,7 +307,9 @@ impl WatchArgs {
         WorkloadKind::BUILT_IN
             .into_iter()
             .chain(self.cronjobs.then_some(WorkloadKind::CRON_JOB))
-            .chain(self.argo_rollouts.then_some(WorkloadKind::ROLLOUT))
+            .chain(
+                (self.argo_rollouts || self.is_argo_rollouts == Some(true)).then_some(WorkloadKind::ROLLOUT),
+            )
             .collect()
     }
 }
@@ -435,7 +443,8 @@ impl RolloutSafetyArgs {
 #[command(next_help_heading = "Leader election")]
 pub struct LeaderElectionArgs {
     /// Elect a leader through a Lease; only the leader writes. Losing the lease exits the process.
-    #[arg(long, env = "WAVE_LEADER_ELECTION", num_args = 0..=1, require_equals = true,
+    /// (`--enable-ha` is Reloader's name for it.)
+    #[arg(long, env = "WAVE_LEADER_ELECTION", num_args = 0..=1, require_equals = true, visible_alias = "enable-ha",
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub leader_election: bool,
 
@@ -557,12 +566,14 @@ pub struct ObservabilityArgs {
     #[arg(long, env = "WAVE_HEALTH_BIND_ADDRESS", default_value = ":8081", value_parser = BindAddress::parse_optional)]
     pub health_bind_address: OptionalAddress,
 
-    /// Log format.
+    /// Log format. (Reloader's empty value means text.)
     #[arg(long, env = "WAVE_LOG_FORMAT", default_value = "text",
-          value_parser = PossibleValuesParser::new(LogFormat::NAMES).try_map(|s| s.parse::<LogFormat>()))]
+          value_parser = PossibleValuesParser::new(["text", "json", ""])
+              .try_map(|s| if s.is_empty() { Ok(LogFormat::Text) } else { s.parse::<LogFormat>() }))]
     pub log_format: LogFormat,
 
-    /// Log filter (tracing `EnvFilter` syntax, e.g. `info`, `wave=debug`).
+    /// Log filter (tracing `EnvFilter` syntax, e.g. `info`, `wave=debug`; Reloader's `warning`,
+    /// `fatal` and `panic` are `warn`, `error` and `error`).
     #[arg(long, env = "WAVE_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
 
@@ -604,7 +615,11 @@ impl ObservabilityArgs {
         match self.zap_log_level.as_deref() {
             Some(level) if level.parse::<i32>().is_ok_and(|n| n > 0) => "debug".into(),
             Some(level @ ("debug" | "info" | "warn" | "error")) => level.into(),
-            _ => self.log_level.clone(),
+            _ => match self.log_level.as_str() {
+                "warning" => "warn".into(),
+                "fatal" | "panic" => "error".into(),
+                level => level.into(),
+            },
         }
     }
 
@@ -688,6 +703,98 @@ pub struct ReloaderArgs {
     #[arg(long, env = "WAVE_RELOAD_ON_DELETE", num_args = 0..=1, require_equals = true, requires = "reloader_compat",
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub reload_on_delete: bool,
+
+    /// Reloader's `--ignored-workload-types`: `jobs`, `cronjobs`, or both: Reloader-annotated workloads
+    /// of these kinds are not reloaded.
+    #[arg(long, env = "WAVE_IGNORED_WORKLOAD_TYPES", value_delimiter = ',', value_name = "TYPE", requires = "reloader_compat",
+          value_parser = PossibleValuesParser::new(["jobs", "cronjobs"]))]
+    pub ignored_workload_types: Vec<String>,
+
+    /// Reloader's `--sync-after-restart`: accepted, and nothing to turn on. wave compares every
+    /// Reloader-annotated workload with its config at start-up and each resync, so a change made while
+    /// it was down is caught; unlike Reloader with it and `--reload-on-create`, it does not mark
+    /// workloads whose config did not change (`docs/migrating-from-reloader.md`).
+    #[arg(long, env = "WAVE_SYNC_AFTER_RESTART", num_args = 0..=1, require_equals = true, requires = "reloader_compat",
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
+    pub sync_after_restart: bool,
+
+    /// Reloader's flags that rename its annotations.
+    #[command(flatten)]
+    pub annotation_names: ReloaderAnnotationNames,
+
+    /// Reloader's flags wave refuses, each with what to use instead.
+    #[command(flatten)]
+    pub refused: ReloaderRefused,
+}
+
+/// Reloader's flags that rename its annotations (`--auto-annotation` and the others): wave reads
+/// Reloader's default names only, so each is accepted with its default value, and any other value is
+/// refused at start-up with the name to use instead.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ReloaderAnnotationNames {
+    #[arg(long, hide = true, requires = "reloader_compat", value_parser = default_name_only(names::reloader::CONFIGMAP_RELOAD))]
+    configmap_annotation: Option<String>,
+    #[arg(long, hide = true, requires = "reloader_compat", value_parser = default_name_only(names::reloader::SECRET_RELOAD))]
+    secret_annotation: Option<String>,
+    #[arg(long, hide = true, requires = "reloader_compat", value_parser = default_name_only(names::reloader::AUTO))]
+    auto_annotation: Option<String>,
+    #[arg(long, hide = true, requires = "reloader_compat", value_parser = default_name_only(names::reloader::IGNORE))]
+    ignore_annotation: Option<String>,
+    #[arg(long, hide = true, requires = "reloader_compat", value_parser = default_name_only(names::reloader::CONFIGMAP_AUTO))]
+    configmap_auto_annotation: Option<String>,
+    #[arg(long, hide = true, requires = "reloader_compat", value_parser = default_name_only(names::reloader::SECRET_AUTO))]
+    secret_auto_annotation: Option<String>,
+    #[arg(long, hide = true, requires = "reloader_compat", value_parser = default_name_only(names::reloader::SEARCH))]
+    auto_search_annotation: Option<String>,
+    #[arg(long, hide = true, requires = "reloader_compat", value_parser = default_name_only(names::reloader::MATCH))]
+    search_match_annotation: Option<String>,
+    #[arg(long, hide = true, requires = "reloader_compat", value_parser = default_name_only(names::reloader::PAUSE_PERIOD))]
+    pause_deployment_annotation: Option<String>,
+    #[arg(long, hide = true, requires = "reloader_compat", value_parser = default_name_only(names::reloader::PAUSED_AT))]
+    pause_deployment_time_annotation: Option<String>,
+}
+
+/// A parser of a Reloader annotation-name flag: its default value only.
+fn default_name_only(default: &'static str) -> impl Fn(&str) -> Result<String, String> + Clone + Send + Sync {
+    move |value: &str| {
+        if value == default {
+            return Ok(value.to_string());
+        }
+        Err(format!(
+            "wave reads Reloader's annotation under its default name only: rename {value:?} to {default:?} \
+             on your workloads and ConfigMaps/Secrets (kubectl annotate), then drop this flag \
+             (docs/migrating-from-reloader.md, \"Every Reloader flag\")"
+        ))
+    }
+}
+
+/// Reloader's flags that wave does not take: each is accepted only with the value that turns it off,
+/// and any other value is refused at start-up with what to use instead.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ReloaderRefused {
+    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = off_only("wave has no Go profiler; its memory and CPU are in /metrics \
+              (process_resident_memory_bytes, process_cpu_seconds_total) and docs/benchmarks.md says how to profile it"))]
+    enable_pprof: Option<String>,
+    #[arg(long, hide = true, value_parser = off_only("wave has no Go profiler (see --enable-pprof); drop this flag"))]
+    pprof_addr: Option<String>,
+    #[arg(long, hide = true, value_parser = off_only("posting reloads to a webhook is not supported yet: \
+              alert on the `Reloaded` Events (kubectl get events --field-selector reason=Reloaded) \
+              or the metric wave_rollouts_triggered_total instead"))]
+    webhook_url: Option<String>,
+    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = off_only("reloading on SecretProviderClass (CSI) rotations is not supported yet; \
+              mount the secret as a Kubernetes Secret (the driver's secretObjects) and wave follows that Secret"))]
+    enable_csi_integration: Option<String>,
+}
+
+/// A parser of a refused flag: every value but the ones that turn it off (`false`, or empty) is an
+/// error saying `why`.
+fn off_only(why: &'static str) -> impl Fn(&str) -> Result<String, String> + Clone + Send + Sync {
+    move |value: &str| match value {
+        "" | "false" => Ok(value.to_string()),
+        _ => Err(why.to_string()),
+    }
 }
 
 impl ReloaderArgs {
@@ -707,6 +814,8 @@ impl ReloaderArgs {
             reload_on_create: self.reload_on_create,
             resource_selector: self.resource_label_selector,
             reload_on_delete: self.reload_on_delete,
+            ignore_jobs: self.ignored_workload_types.iter().any(|t| t == "jobs"),
+            ignore_cron_jobs: self.ignored_workload_types.iter().any(|t| t == "cronjobs"),
         })
     }
 }

@@ -193,3 +193,149 @@ async fn a_change_landing_0_50_or_200_ms_after_a_workload_s_creation_reloads_eve
 async fn a_change_landing_0_50_or_200_ms_after_a_workload_s_creation_reloads_every_kind_with_annotations() {
     a_change_right_after_creation_reloads("annotations").await;
 }
+
+/// Every flag of Reloader v1.4.21 (`ConfigureReloaderFlags`, `internal/pkg/util/util.go`) that wave
+/// takes, as a Reloader Deployment carries it (Go's `--flag=value`). `--namespaces` is the harness's.
+const ACCEPTED: [&str; 24] = [
+    "--auto-reload-all=false",
+    "--configmap-annotation=configmap.reloader.stakater.com/reload",
+    "--secret-annotation=secret.reloader.stakater.com/reload",
+    "--auto-annotation=reloader.stakater.com/auto",
+    "--ignore-annotation=reloader.stakater.com/ignore",
+    "--configmap-auto-annotation=configmap.reloader.stakater.com/auto",
+    "--secret-auto-annotation=secret.reloader.stakater.com/auto",
+    "--auto-search-annotation=reloader.stakater.com/search",
+    "--search-match-annotation=reloader.stakater.com/match",
+    "--pause-deployment-annotation=deployment.reloader.stakater.com/pause-period",
+    "--pause-deployment-time-annotation=deployment.reloader.stakater.com/paused-at",
+    "--log-format=",
+    "--log-level=warning",
+    "--webhook-url=",
+    "--resources-to-ignore=secrets",
+    "--ignored-workload-types=jobs,cronjobs",
+    "--namespaces-to-ignore=kube-system",
+    "--resource-label-selector=reload:yes",
+    "--is-Argo-Rollouts=false",
+    "--reload-strategy=annotations",
+    "--reload-on-create=true",
+    "--reload-on-delete=true",
+    "--sync-after-restart",
+    "--enable-csi-integration=false",
+];
+
+/// The flags of Reloader v1.4.21 that wave refuses, and what the refusal must name instead.
+const REFUSED: [(&str, &str); 15] = [
+    ("--enable-pprof", "/metrics"),
+    ("--enable-pprof=true", "/metrics"),
+    ("--pprof-addr=:6060", "no Go profiler"),
+    ("--webhook-url=http://127.0.0.1:9/hook", "Reloaded"),
+    ("--enable-csi-integration", "secretObjects"),
+    (
+        "--configmap-annotation=team.io/reload",
+        "configmap.reloader.stakater.com/reload",
+    ),
+    (
+        "--secret-annotation=team.io/reload",
+        "secret.reloader.stakater.com/reload",
+    ),
+    ("--auto-annotation=team.io/auto", "reloader.stakater.com/auto"),
+    (
+        "--ignore-annotation=team.io/ignore",
+        "reloader.stakater.com/ignore",
+    ),
+    (
+        "--configmap-auto-annotation=team.io/auto",
+        "configmap.reloader.stakater.com/auto",
+    ),
+    (
+        "--secret-auto-annotation=team.io/auto",
+        "secret.reloader.stakater.com/auto",
+    ),
+    (
+        "--auto-search-annotation=team.io/search",
+        "reloader.stakater.com/search",
+    ),
+    (
+        "--search-match-annotation=team.io/match",
+        "reloader.stakater.com/match",
+    ),
+    (
+        "--pause-deployment-annotation=team.io/pause",
+        "deployment.reloader.stakater.com/pause-period",
+    ),
+    (
+        "--pause-deployment-time-annotation=team.io/at",
+        "deployment.reloader.stakater.com/paused-at",
+    ),
+];
+
+#[tokio::test]
+async fn wave_run_takes_every_reloader_flag_or_exits_naming_what_to_use_instead() {
+    let (client, ns) = setup("reloader-flags").await;
+    // Those it takes, all at once, with --enable-ha (leader election): it starts, elects and gets ready.
+    let lease = format!("--leader-election-namespace={ns}");
+    let mut flags = vec!["--reloader-compat", "--enable-ha", &lease];
+    flags.extend(ACCEPTED);
+    let _wave = Wave::start(&[&ns], &flags).await;
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> = kube::Api::namespaced(client, &ns);
+    wait_for("--enable-ha to elect through a Lease", TIMEOUT, || async {
+        leases
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .next()
+    })
+    .await;
+    // The others: wave exits at once, with a usage error naming what to use instead.
+    for (flag, instead) in REFUSED {
+        let (code, _, err) = run_wave(&["run", "--reloader-compat", flag], None);
+        assert_eq!(code, 2, "{flag} is refused as a usage error: {err}");
+        assert!(
+            err.contains(instead),
+            "{flag}: the refusal names {instead:?}: {err}"
+        );
+    }
+    // The Reloader-only flags need --reloader-compat, as the others do.
+    let (code, _, err) = run_wave(&["run", "--ignored-workload-types=jobs"], None);
+    assert_eq!(code, 2);
+    assert!(err.contains("--reloader-compat"), "{err}");
+}
+
+#[tokio::test]
+async fn ignored_workload_types_cronjobs_starts_no_job_for_a_reloader_annotated_cron_job() {
+    let (client, ns) = setup("reloader-ignore-cron").await;
+    let wave = Wave::start(
+        &[&ns],
+        &[
+            "--reloader-compat",
+            "--cronjobs",
+            "--ignored-workload-types=cronjobs",
+        ],
+    )
+    .await;
+    create_configmap(&client, &ns, "cfg", json!({"k": "v1"})).await;
+    create_auto(&client, &ns, WorkloadKind::CRON_JOB, "nightly", "cfg").await;
+    // A Deployment using the same ConfigMap is the sentinel: once it is reloaded, the CronJob's turn
+    // has come and gone.
+    create_auto(&client, &ns, WorkloadKind::DEPLOYMENT, "web", "cfg").await;
+    wait_for("wave to check the Deployment", TIMEOUT, || async {
+        (wave.noops() >= 1).then_some(())
+    })
+    .await;
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"k": "v2"}})).await;
+    let v2 = reloader_sha(&[("k", "v2")]);
+    wait_for("the Deployment to reload", TIMEOUT, || async {
+        carried(&client, &ns, WorkloadKind::DEPLOYMENT, "web", "cfg", "env-vars")
+            .await
+            .filter(|sha| *sha == v2)
+    })
+    .await;
+    wave.expect_writes(1, "the Deployment only").await;
+    assert_eq!(
+        carried(&client, &ns, WorkloadKind::CRON_JOB, "nightly", "cfg", "env-vars").await,
+        None,
+        "no Job started from the ignored CronJob"
+    );
+}

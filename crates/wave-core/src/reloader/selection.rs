@@ -150,7 +150,9 @@ fn annotation_keys(kind: ConfigKind) -> (&'static str, &'static str, &'static st
 pub fn selection(workload: &Workload, options: &Options) -> Option<Selection> {
     let kind = workload.id.kind;
     let reloadable = kind.info().rolls_out || kind == WorkloadKind::ROLLOUT || kind == WorkloadKind::CRON_JOB;
-    if workload.is_opted_in() || !reloadable {
+    // `--ignored-workload-types=cronjobs`, as Reloader's `ShouldReload` callers skip them.
+    let ignored = kind == WorkloadKind::CRON_JOB && options.ignore_cron_jobs;
+    if workload.is_opted_in() || !reloadable || ignored {
         return None;
     }
     let pod = workload.template.annotations();
