@@ -339,3 +339,40 @@ async fn ignored_workload_types_cronjobs_starts_no_job_for_a_reloader_annotated_
         "no Job started from the ignored CronJob"
     );
 }
+
+#[tokio::test]
+async fn with_reload_on_delete_an_object_deleted_right_after_a_workload_s_creation_reloads_it() {
+    let (client, ns) = setup("reloader-born-deleted").await;
+    let wave = Wave::start(
+        &[&ns],
+        &[
+            "--reloader-compat",
+            "--reload-strategy=annotations",
+            "--reload-on-delete",
+        ],
+    )
+    .await;
+    create_configmap(&client, &ns, "gone", json!({"k": "v1"})).await;
+    create_auto(&client, &ns, WorkloadKind::DEPLOYMENT, "web", "gone").await;
+    // At once: before wave first reads it, as a rule.
+    delete_configmap(&client, &ns, "gone").await;
+    let no_data = reloader_sha(&[]);
+    wait_for(
+        "last-reloaded-from to name the deleted ConfigMap with no data",
+        TIMEOUT,
+        || async {
+            carried(
+                &client,
+                &ns,
+                WorkloadKind::DEPLOYMENT,
+                "web",
+                "gone",
+                "annotations",
+            )
+            .await
+            .filter(|sha| *sha == no_data)
+        },
+    )
+    .await;
+    wave.expect_writes(1, "one reload").await;
+}
