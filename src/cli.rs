@@ -566,10 +566,9 @@ pub struct ObservabilityArgs {
     #[arg(long, env = "WAVE_HEALTH_BIND_ADDRESS", default_value = ":8081", value_parser = BindAddress::parse_optional)]
     pub health_bind_address: OptionalAddress,
 
-    /// Log format. (Reloader's empty value means text.)
+    /// Log format: `text` or `json` (Reloader's empty value is `text`).
     #[arg(long, env = "WAVE_LOG_FORMAT", default_value = "text",
-          value_parser = PossibleValuesParser::new(["text", "json", ""])
-              .try_map(|s| if s.is_empty() { Ok(LogFormat::Text) } else { s.parse::<LogFormat>() }))]
+          value_parser = |s: &str| if s.is_empty() { Ok(LogFormat::Text) } else { s.parse::<LogFormat>() })]
     pub log_format: LogFormat,
 
     /// Log filter (tracing `EnvFilter` syntax, e.g. `info`, `wave=debug`; Reloader's `warning`,
@@ -615,10 +614,11 @@ impl ObservabilityArgs {
         match self.zap_log_level.as_deref() {
             Some(level) if level.parse::<i32>().is_ok_and(|n| n > 0) => "debug".into(),
             Some(level @ ("debug" | "info" | "warn" | "error")) => level.into(),
-            _ => match self.log_level.as_str() {
+            _ => match self.log_level.to_ascii_lowercase().as_str() {
                 "warning" => "warn".into(),
                 "fatal" | "panic" => "error".into(),
-                level => level.into(),
+                level @ ("trace" | "debug" | "info" | "warn" | "error") => level.into(),
+                _ => self.log_level.clone(),
             },
         }
     }
@@ -778,14 +778,29 @@ pub struct ReloaderRefused {
     enable_pprof: Option<String>,
     #[arg(long, hide = true, value_parser = off_only("wave has no Go profiler (see --enable-pprof); drop this flag"))]
     pprof_addr: Option<String>,
-    #[arg(long, hide = true, value_parser = off_only("posting reloads to a webhook is not supported yet: \
-              alert on the `Reloaded` Events (kubectl get events --field-selector reason=Reloaded) \
-              or the metric wave_rollouts_triggered_total instead"))]
+    /// Checked after parsing ([`ReloaderRefused::check`]): a parser's error would print the URL, which
+    /// for Slack or Teams carries its token.
+    #[arg(long, hide = true)]
     webhook_url: Option<String>,
     #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true",
           value_parser = off_only("reloading on SecretProviderClass (CSI) rotations is not supported yet; \
               mount the secret as a Kubernetes Secret (the driver's secretObjects) and wave follows that Secret"))]
     enable_csi_integration: Option<String>,
+}
+
+impl ReloaderRefused {
+    /// The refusal of a flag whose value must not be printed (`--webhook-url`).
+    pub fn check(&self) -> Result<(), String> {
+        match self.webhook_url.as_deref() {
+            None | Some("") => Ok(()),
+            Some(_) => Err(
+                "--webhook-url: posting reloads to a webhook is not supported yet: alert on \
+                 the `Reloaded` Events (kubectl get events --field-selector reason=Reloaded) or the \
+                 metric wave_rollouts_triggered_total instead"
+                    .to_string(),
+            ),
+        }
+    }
 }
 
 /// A parser of a refused flag: every value but the ones that turn it off (`false`, or empty) is an
@@ -814,7 +829,6 @@ impl ReloaderArgs {
             reload_on_create: self.reload_on_create,
             resource_selector: self.resource_label_selector,
             reload_on_delete: self.reload_on_delete,
-            ignore_jobs: self.ignored_workload_types.iter().any(|t| t == "jobs"),
             ignore_cron_jobs: self.ignored_workload_types.iter().any(|t| t == "cronjobs"),
         })
     }
@@ -880,7 +894,16 @@ impl RunArgs {
 impl Cli {
     /// Parses the process arguments (see [`normalize_args`]).
     pub fn parse_args() -> Self {
-        Cli::parse_from(normalize_args(std::env::args_os().collect()))
+        let cli = Cli::parse_from(normalize_args(std::env::args_os().collect()));
+        if let Command::Run(args) = &cli.command
+            && let Err(why) = args.reloader.refused.check()
+        {
+            use clap::CommandFactory as _;
+            Cli::command()
+                .error(clap::error::ErrorKind::ValueValidation, why)
+                .exit();
+        }
+        cli
     }
 }
 

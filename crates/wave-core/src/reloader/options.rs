@@ -61,8 +61,6 @@ pub struct Options {
     /// `--reload-on-delete`: an object deleted while wave watched reloads them: its env var is removed,
     /// or `last-reloaded-from` names it with the SHA-1 of no data.
     pub reload_on_delete: bool,
-    /// `--ignored-workload-types` names `jobs`: Jobs are not re-created.
-    pub ignore_jobs: bool,
     /// `--ignored-workload-types` names `cronjobs`: CronJobs start no Job on a reload.
     pub ignore_cron_jobs: bool,
 }

@@ -133,7 +133,8 @@ pub fn plan(
             SinceCreation::Changed => Some(UNSEEN),
             SinceCreation::Created => created,
             SinceCreation::Unchanged => None,
-            SinceCreation::Unknown => created.filter(|_| target.lifecycle == Lifecycle::Created),
+            SinceCreation::Unknown if target.lifecycle == Lifecycle::Created => created,
+            SinceCreation::Unknown => None,
         };
         let Some(before) = carried
             .or_else(|| seen.get(&target.key).map(String::as_str))

@@ -60,3 +60,20 @@ fn a_bad_pattern_is_reported_not_used() {
     assert_eq!(sel.problems.len(), 1);
     assert!(sel.problems[0].contains("bad("), "{:?}", sel.problems);
 }
+
+#[test]
+fn ignored_workload_types_cronjobs_leaves_reloader_annotated_cron_jobs_alone() {
+    let mut cron_job = reloader_workload(&[(names::AUTO, "true")], json!({"containers": [{"name": "c"}]}));
+    cron_job.id.kind = crate::workload::WorkloadKind::CRON_JOB;
+    assert!(selection(&cron_job, &Options::default()).is_some());
+    let ignoring = Options {
+        ignore_cron_jobs: true,
+        ..Options::default()
+    };
+    assert!(selection(&cron_job, &ignoring).is_none());
+    let deployment = reloader_workload(&[(names::AUTO, "true")], json!({"containers": [{"name": "c"}]}));
+    assert!(
+        selection(&deployment, &ignoring).is_some(),
+        "other kinds are not affected"
+    );
+}

@@ -48,7 +48,7 @@ pub fn since_creation(born: Option<u64>, history: History<'_>) -> SinceCreation 
         return SinceCreation::Unknown;
     };
     let written = match (history.read_at, history.deleted_at) {
-        (Some(read), _) => read.parse::<u64>().ok(),
+        (Some(read), _) => revision(read),
         (None, deleted) => deleted,
     };
     match written {

@@ -89,13 +89,14 @@ pub struct Tracker {
     unselected: HashSet<ConfigKey>,
     /// Config objects created after the first list, and the resourceVersion of their creation: for
     /// `--reload-on-create`, and the starting point of a workload created after the first list
-    /// (`reloader::since_creation`).
+    /// (`reloader::since_creation`; without `--reload-on-create`, kept only while such a workload is not
+    /// settled).
     created: HashMap<ConfigKey, u64>,
     /// With `--reload-on-delete`: config objects deleted after the first list that a workload
     /// references or may find, until they are created again, and the deletion's resourceVersion.
     deleted: HashMap<ConfigKey, Option<u64>>,
     /// Workloads opted in through Reloader's annotations that were created after the first list, and
-    /// the resourceVersion of their creation.
+    /// the resourceVersion of their creation, until their first plan is recorded.
     born: HashMap<WorkloadRef, u64>,
     /// Deployments that an opted-in Argo Rollout takes its pod template from, and that Rollout.
     adopters: HashMap<WorkloadRef, WorkloadRef>,

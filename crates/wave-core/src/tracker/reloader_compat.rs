@@ -70,6 +70,17 @@ impl Tracker {
         }
     }
 
+    /// Forgets when `workload` was created: its first plan is recorded, and what wave read of each
+    /// target is its starting point from then on.
+    pub fn settle_reloader_birth(&mut self, workload: &WorkloadRef) {
+        self.born.remove(workload);
+        // Without `--reload-on-create`, creations are remembered only to date them against a workload
+        // not yet settled: with none left, they are dropped, so the map does not grow with creations.
+        if self.born.is_empty() && !self.reloader.as_ref().is_some_and(|o| o.reload_on_create) {
+            self.created.clear();
+        }
+    }
+
     /// What the object `key` went through since `workload` was created, when wave saw it created, for
     /// the data read at `read_at` (`None`: the object does not exist).
     pub fn reloader_since_creation(

@@ -127,4 +127,12 @@ fn a_reloader_workload_created_after_the_first_list_dates_its_targets_from_its_c
         t.reloader_since_creation(&id, &late, Some("13")),
         reloader::SinceCreation::Created
     );
+    // Once its first plan is recorded, what wave read is its starting point: the date is forgotten,
+    // and so are the creations kept only for it.
+    t.settle_reloader_birth(&id);
+    assert_eq!(
+        t.reloader_since_creation(&id, &cm, Some("11")),
+        reloader::SinceCreation::Unknown
+    );
+    assert!(t.created.is_empty());
 }

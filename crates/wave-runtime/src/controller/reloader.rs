@@ -33,9 +33,10 @@ use wave_core::names::{
     reloader::{RELOADED, RESUMED},
 };
 use wave_core::pace;
+use wave_core::refs::ConfigKey;
 use wave_core::refs::{Keys, Reference, References};
 use wave_core::reloader::{self, Mark, Pause};
-use wave_core::workload::{Workload, WorkloadKind};
+use wave_core::workload::{Workload, WorkloadKind, WorkloadRef};
 
 use super::holds::held;
 use super::outcome::Outcome;
@@ -103,7 +104,7 @@ pub async fn reconcile(
             _ => Outcome::Noop,
         };
         if decision.marks.is_empty() {
-            ctx.reloader_seen().record(&id, decision.observed);
+            record_seen(ctx, &id, decision.observed, targets.len());
             return Ok(paused);
         }
         let changed: Vec<String> = decision.changed.iter().map(pace::object_name).collect();
@@ -142,7 +143,7 @@ pub async fn reconcile(
             Patched::Written => {
                 ctx.coalescer().record(&id, Instant::now());
                 after_write(ctx, &workload, &decision, triggered);
-                ctx.reloader_seen().record(&id, decision.observed);
+                record_seen(ctx, &id, decision.observed, targets.len());
                 return Ok(Outcome::Written);
             }
             Patched::Not(outcome) => return Ok(outcome),
@@ -153,6 +154,24 @@ pub async fn reconcile(
                 workload = fresh;
             }
         }
+    }
+}
+
+/// Records what was seen of `id`'s targets. Once wave has read every one of them, what it read is the
+/// starting point of each (`reloader::Seen`), so the date of the workload's creation is no longer
+/// needed: a target it gains later (a template edit, a `match` mark) starts from wave's first read of
+/// it, as for any workload. A target it could not read (gone before the read) keeps the date, so that
+/// its deletion is still dated against the creation.
+fn record_seen(
+    ctx: &Context,
+    id: &WorkloadRef,
+    observed: std::collections::BTreeMap<ConfigKey, String>,
+    targets: usize,
+) {
+    let read_all = observed.len() == targets;
+    ctx.reloader_seen().record(id, observed);
+    if read_all {
+        ctx.tracker_mut().settle_reloader_birth(id);
     }
 }
 
