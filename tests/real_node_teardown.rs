@@ -1,5 +1,6 @@
-//! `hack/testenv down` leaves nothing of a real node behind: no iptables chain or rule, no cgroup,
-//! no mount, no link, no path in the fixed places the kubelet and containerd write to.
+//! `hack/testenv down` leaves nothing of a real node behind: no process (a containerd shim lives in a
+//! session of its own), no iptables chain or rule, no cgroup, no mount, no link, no path in the fixed
+//! places the kubelet and containerd write to.
 //!
 //! A test binary of its own: it starts and stops a real node, and there is one per machine, so it
 //! must not run beside the real-node tests (cargo runs test binaries one after another).
@@ -36,7 +37,7 @@ fn differences(before: &[String], after: &[String]) -> String {
 }
 
 #[test]
-fn a_real_node_that_ran_a_pod_leaves_no_chain_cgroup_mount_link_or_path_behind() {
+fn a_real_node_that_ran_a_pod_leaves_no_process_chain_cgroup_mount_link_or_path_behind() {
     if let Some(why) = real_node_unsupported() {
         eprintln!("skipped: no real node: {why}");
         return;
@@ -74,7 +75,7 @@ fn a_real_node_that_ran_a_pod_leaves_no_chain_cgroup_mount_link_or_path_behind()
     );
     let during = leftovers(false);
     // The check can fail: while the node runs, it sees the bridge, the chains (its own and the
-    // kubelet's), the cgroups and a kernel setting changed.
+    // kubelet's), the cgroups, a kernel setting changed and the pod's shim.
     let seen = differences(&before, &during);
     for expected in [
         "link: wtenv0",
@@ -82,6 +83,7 @@ fn a_real_node_that_ran_a_pod_leaves_no_chain_cgroup_mount_link_or_path_behind()
         "KUBE-FIREWALL",
         "cgroup: ",
         "sysctl: net.ipv4.ip_forward",
+        "containerd-shim-runc-v2",
     ] {
         assert!(
             seen.contains(expected),
