@@ -704,8 +704,8 @@ pub struct ReloaderArgs {
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub reload_on_delete: bool,
 
-    /// Reloader's `--ignored-workload-types`: `jobs`, `cronjobs`, or both: Reloader-annotated workloads
-    /// of these kinds are not reloaded.
+    /// Reloader's `--ignored-workload-types`: `cronjobs` makes Reloader-annotated CronJobs start no
+    /// Job on a reload; `jobs` is accepted and changes nothing (wave does not re-create Jobs yet).
     #[arg(long, env = "WAVE_IGNORED_WORKLOAD_TYPES", value_delimiter = ',', value_name = "TYPE", requires = "reloader_compat",
           value_parser = PossibleValuesParser::new(["jobs", "cronjobs"]))]
     pub ignored_workload_types: Vec<String>,

@@ -7,13 +7,13 @@ use k8s_openapi::api::core::v1::PodSpec;
 use serde::Serialize;
 
 use super::{EMPTY_SHA, Lifecycle, Options, SinceCreation, Strategy, Target, env_var_name, sha, type_name};
-
-/// What a workload's pods started with when that is data wave never read: equal to no SHA-1.
-const UNSEEN: &str = "";
 use crate::hash::Fetched;
 use crate::names::reloader as names;
 use crate::refs::ConfigKey;
 use crate::workload::{Workload, WorkloadRef};
+
+/// What a workload's pods started with when that is data wave never read: equal to no SHA-1.
+const UNSEEN: &str = "";
 
 /// What `last-reloaded-from` holds: Reloader's `ReloadSource`, with its fields in Reloader's order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]

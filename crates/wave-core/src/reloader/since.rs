@@ -8,8 +8,8 @@
 //! change landed between the create and wave's first read), so the pods that started with the old data
 //! would keep it. The apiserver records the order of writes: `resourceVersion`s are etcd revisions,
 //! one counter for every object of the cluster's etcd. Kubernetes calls them opaque, and wave compares
-//! them only when both are numbers (otherwise it falls back to its first read); KEP-5504 makes that
-//! comparison part of the API. The workload's creation has one (the first watch event of it carries
+//! them only when both are numbers (otherwise it falls back to its first read); KEP-5504, comparable
+//! resource versions, is about making that comparison part of the API. The workload's creation has one (the first watch event of it carries
 //! it), and so has the data wave read. Data written after the creation is not what the pods started
 //! with; data written before is. (A write that left the data as it was, a label say, counts as a
 //! change too: wave never read the data of the creation, so it cannot tell.)

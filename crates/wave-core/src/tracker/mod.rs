@@ -96,7 +96,7 @@ pub struct Tracker {
     /// references or may find, until they are created again, and the deletion's resourceVersion.
     deleted: HashMap<ConfigKey, Option<u64>>,
     /// Workloads opted in through Reloader's annotations that were created after the first list, and
-    /// the resourceVersion of their creation, until their first plan is recorded.
+    /// the resourceVersion of their creation, until wave has read every target of theirs.
     born: HashMap<WorkloadRef, u64>,
     /// Deployments that an opted-in Argo Rollout takes its pod template from, and that Rollout.
     adopters: HashMap<WorkloadRef, WorkloadRef>,

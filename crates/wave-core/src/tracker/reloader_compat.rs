@@ -70,8 +70,8 @@ impl Tracker {
         }
     }
 
-    /// Forgets when `workload` was created: its first plan is recorded, and what wave read of each
-    /// target is its starting point from then on.
+    /// Forgets when `workload` was created: wave has read every target of it, and what it read is
+    /// each one's starting point from then on.
     pub fn settle_reloader_birth(&mut self, workload: &WorkloadRef) {
         self.born.remove(workload);
         // Without `--reload-on-create`, creations are remembered only to date them against a workload
@@ -89,12 +89,16 @@ impl Tracker {
         key: &ConfigKey,
         read_at: Option<&str>,
     ) -> reloader::SinceCreation {
+        // Most workloads were not seen created: no lookup of the object's history for them.
+        let Some(born) = self.born.get(workload).copied() else {
+            return reloader::SinceCreation::Unknown;
+        };
         let history = reloader::History {
             read_at,
             created_at: self.created.get(key).copied(),
             deleted_at: self.deleted.get(key).copied().flatten(),
         };
-        reloader::since_creation(self.born.get(workload).copied(), history)
+        reloader::since_creation(Some(born), history)
     }
 
     /// Notes what Reloader compatibility remembers of `meta`, before its version is recorded: created

@@ -33,8 +33,7 @@ use wave_core::names::{
     reloader::{RELOADED, RESUMED},
 };
 use wave_core::pace;
-use wave_core::refs::ConfigKey;
-use wave_core::refs::{Keys, Reference, References};
+use wave_core::refs::{ConfigKey, Keys, Reference, References};
 use wave_core::reloader::{self, Mark, Pause};
 use wave_core::workload::{Workload, WorkloadKind, WorkloadRef};
 
