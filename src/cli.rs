@@ -33,7 +33,8 @@ use wave_core::ratelimit;
 use wave_core::refs::{ConfigKind, CrossNamespace};
 use wave_core::workload::WorkloadKind;
 use wave_runtime::config::{
-    BindAddress, BuildInfo, CertificateSource, Config, LeaderElection, LogFormat, SecretName, WebhookConfig,
+    AlertConfig, BindAddress, BuildInfo, CertificateSource, Config, LeaderElection, LogFormat, SecretName,
+    SinkUrl, WebhookConfig,
 };
 
 use crate::commands::agent::AgentArgs;
@@ -722,9 +723,127 @@ pub struct ReloaderArgs {
     #[command(flatten)]
     pub annotation_names: ReloaderAnnotationNames,
 
+    /// Reloader's alerts and `--webhook-url`.
+    #[command(flatten)]
+    pub posts: ReloaderPosts,
+
     /// Reloader's flags wave refuses, each with what to use instead.
     #[command(flatten)]
     pub refused: ReloaderRefused,
+}
+
+/// Reloader's alert on each reload (its `ALERT_*` variables, as `--alert-*` flags) and its
+/// `--webhook-url` (docs/migrating-from-reloader.md, "Alerts and --webhook-url"). The URLs are checked
+/// after parsing ([`ReloaderPosts::check`]): a parser's error would print them, and a chat webhook's URL
+/// carries its token.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ReloaderPosts {
+    /// Reloader's `ALERT_ON_RELOAD`: after each reload of a Reloader-annotated workload, post Reloader's
+    /// alert to `--alert-webhook-url`. Sent after the write and never in its way: tried 3 times, then
+    /// counted in `wave_alerts_total{result="failed"}` and logged.
+    #[arg(long, env = "WAVE_ALERT_ON_RELOAD", num_args = 0..=1, require_equals = true, requires = "reloader_compat",
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
+    pub alert_on_reload: bool,
+
+    /// Reloader's `ALERT_SINK`: `slack`, `teams`, `gchat`, or `raw` (plain text; as in Reloader, any
+    /// other value means raw).
+    #[arg(long, env = "WAVE_ALERT_SINK", default_value = "raw", value_name = "SINK")]
+    pub alert_sink: String,
+
+    /// Reloader's `ALERT_WEBHOOK_URL`: where alerts go. A chat webhook's URL is its credential: give it
+    /// as WAVE_ALERT_WEBHOOK_URL from a Secret (the chart's `reloader.alert.webhookUrlSecret`); wave
+    /// never prints it.
+    #[arg(
+        long,
+        env = "WAVE_ALERT_WEBHOOK_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    alert_webhook_url: Option<String>,
+
+    /// Reloader's `ALERT_WEBHOOK_PROXY`: an HTTP proxy to reach `--alert-webhook-url` through (with
+    /// `CONNECT`; `http://user:password@host:port` sends basic credentials).
+    #[arg(
+        long,
+        env = "WAVE_ALERT_WEBHOOK_PROXY",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    alert_webhook_proxy: Option<String>,
+
+    /// Reloader's `ALERT_ADDITIONAL_INFO`: text put before each alert, as `TEXT : message` (a cluster's
+    /// name, say).
+    #[arg(long, env = "WAVE_ALERT_ADDITIONAL_INFO", value_name = "TEXT")]
+    pub alert_additional_info: Option<String>,
+
+    /// Reloader's `--webhook-url`: instead of reloading, post each change that would reload a
+    /// Reloader-annotated workload to this URL, once per change of an object, with Reloader's body
+    /// `{"webhook":"update successful"}`. Nothing is written to those workloads.
+    #[arg(
+        long,
+        env = "WAVE_RELOADER_WEBHOOK_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    webhook_url: Option<String>,
+}
+
+impl ReloaderPosts {
+    /// Refuses a URL that can never be posted to, naming the flag and what is wrong, never the URL.
+    pub fn check(&self, reloader_compat: bool) -> Result<(), String> {
+        let given = |value: &Option<String>| value.as_deref().is_some_and(|v| !v.trim().is_empty());
+        for (flag, value) in [
+            ("--alert-webhook-url", &self.alert_webhook_url),
+            ("--alert-webhook-proxy", &self.alert_webhook_proxy),
+            ("--webhook-url", &self.webhook_url),
+        ] {
+            if !given(value) {
+                continue;
+            }
+            if !reloader_compat && flag != "--alert-webhook-proxy" {
+                return Err(format!(
+                    "{flag} is Stakater Reloader's and applies to Reloader-annotated workloads: it needs --reloader-compat"
+                ));
+            }
+            if let Some(Err(why)) = value.as_deref().map(SinkUrl::parse) {
+                return Err(format!("{flag}: {why}"));
+            }
+        }
+        if self.alert_on_reload && !given(&self.alert_webhook_url) {
+            return Err(
+                "--alert-on-reload needs --alert-webhook-url (or WAVE_ALERT_WEBHOOK_URL): where to post the alerts"
+                    .to_string(),
+            );
+        }
+        Ok(())
+    }
+
+    fn url(value: Option<&str>) -> Option<SinkUrl> {
+        value
+            .filter(|v| !v.trim().is_empty())
+            .and_then(|v| SinkUrl::parse(v).ok())
+    }
+
+    /// The alerts' settings; `None` when off (checked by [`ReloaderPosts::check`] first).
+    pub fn alert(&self) -> Option<AlertConfig> {
+        if !self.alert_on_reload {
+            return None;
+        }
+        Some(AlertConfig {
+            sink: wave_core::reloader::AlertSink::parse(&self.alert_sink),
+            url: Self::url(self.alert_webhook_url.as_deref())?,
+            proxy: Self::url(self.alert_webhook_proxy.as_deref()),
+            additional_info: self
+                .alert_additional_info
+                .clone()
+                .filter(|info| !info.trim().is_empty()),
+        })
+    }
+
+    /// `--webhook-url`, if given.
+    pub fn webhook_url(&self) -> Option<SinkUrl> {
+        Self::url(self.webhook_url.as_deref())
+    }
 }
 
 /// Reloader's flags that rename its annotations (`--auto-annotation` and the others): wave reads
@@ -778,29 +897,10 @@ pub struct ReloaderRefused {
     enable_pprof: Option<String>,
     #[arg(long, hide = true, value_parser = off_only("wave has no Go profiler (see --enable-pprof); drop this flag"))]
     pprof_addr: Option<String>,
-    /// Checked after parsing ([`ReloaderRefused::check`]): a parser's error would print the URL, which
-    /// for Slack or Teams carries its token.
-    #[arg(long, hide = true)]
-    webhook_url: Option<String>,
     #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true",
           value_parser = off_only("reloading on SecretProviderClass (CSI) rotations is not supported yet; \
               mount the secret as a Kubernetes Secret (the driver's secretObjects) and wave follows that Secret"))]
     enable_csi_integration: Option<String>,
-}
-
-impl ReloaderRefused {
-    /// The refusal of a flag whose value must not be printed (`--webhook-url`).
-    pub fn check(&self) -> Result<(), String> {
-        match self.webhook_url.as_deref() {
-            None | Some("") => Ok(()),
-            Some(_) => Err(
-                "--webhook-url: posting reloads to a webhook is not supported yet: alert on \
-                 the `Reloaded` Events (kubectl get events --field-selector reason=Reloaded) or the \
-                 metric wave_rollouts_triggered_total instead"
-                    .to_string(),
-            ),
-        }
-    }
 }
 
 /// A parser of a refused flag: every value but the ones that turn it off (`false`, or empty) is an
@@ -830,6 +930,7 @@ impl ReloaderArgs {
             resource_selector: self.resource_label_selector,
             reload_on_delete: self.reload_on_delete,
             ignore_cron_jobs: self.ignored_workload_types.iter().any(|t| t == "cronjobs"),
+            notify_only: self.posts.webhook_url().is_some(),
         })
     }
 }
@@ -884,6 +985,11 @@ impl RunArgs {
             config_history: config_writes.config_history,
             legacy_wave_cleanup: config_writes.legacy_wave_cleanup,
 
+            alert: reloader.posts.alert().filter(|_| reloader.compat.reloader_compat),
+            webhook_url: reloader
+                .posts
+                .webhook_url()
+                .filter(|_| reloader.compat.reloader_compat),
             reloader: reloader.into_config(),
 
             build: BUILD,
@@ -896,7 +1002,7 @@ impl Cli {
     pub fn parse_args() -> Self {
         let cli = Cli::parse_from(normalize_args(std::env::args_os().collect()));
         if let Command::Run(args) = &cli.command
-            && let Err(why) = args.reloader.refused.check()
+            && let Err(why) = args.reloader.posts.check(args.reloader.compat.reloader_compat)
         {
             use clap::CommandFactory as _;
             Cli::command()

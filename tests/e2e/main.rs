@@ -14,6 +14,7 @@ mod migration;
 mod operations;
 mod pacing;
 mod reloader;
+mod reloader_alerts;
 mod reloader_parity;
 mod rollouts;
 mod safety;

@@ -234,11 +234,10 @@ const ACCEPTED: [&str; 24] = [
 ];
 
 /// The flags of Reloader v1.4.21 that wave refuses, and what the refusal must name instead.
-const REFUSED: [(&str, &str); 15] = [
+const REFUSED: [(&str, &str); 14] = [
     ("--enable-pprof", "/metrics"),
     ("--enable-pprof=true", "/metrics"),
     ("--pprof-addr=:6060", "no Go profiler"),
-    ("--webhook-url=http://127.0.0.1:9/hook", "Reloaded"),
     ("--enable-csi-integration", "secretObjects"),
     (
         "--configmap-annotation=team.io/reload",

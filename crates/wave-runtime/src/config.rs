@@ -72,6 +72,11 @@ pub struct Config {
     /// `--reloader-compat` (off by default): workloads opted in through Stakater Reloader's annotations
     /// are handled as Reloader would (`docs/migrating-from-reloader.md`); `None` when off.
     pub reloader: Option<wave_core::reloader::Options>,
+    /// With `--reloader-compat`: Reloader's alert on each reload (`--alert-on-reload` and the other
+    /// `--alert-*` flags); `None` when off.
+    pub alert: Option<AlertConfig>,
+    /// With `--reloader-compat`: Reloader's `--webhook-url`, posted to instead of reloading.
+    pub webhook_url: Option<SinkUrl>,
     /// `--own-deployment`: wave's own Deployment, where start-up warnings are published as Events.
     pub own_deployment: Option<wave_core::workload::WorkloadRef>,
     /// `--cross-namespace-references`: whether `extra-*` may name config in another namespace.
@@ -89,6 +94,58 @@ pub struct BuildInfo {
     pub commit: &'static str,
     /// When it was built (RFC 3339, UTC).
     pub date: &'static str,
+}
+
+/// Where Reloader's alert goes (`ALERT_ON_RELOAD` and the other `ALERT_*` settings of Reloader).
+#[derive(Clone, Debug)]
+pub struct AlertConfig {
+    /// `ALERT_SINK`: how the alert is written.
+    pub sink: wave_core::reloader::AlertSink,
+    /// `ALERT_WEBHOOK_URL`.
+    pub url: SinkUrl,
+    /// `ALERT_WEBHOOK_PROXY`: an HTTP proxy reached with `CONNECT`.
+    pub proxy: Option<SinkUrl>,
+    /// `ALERT_ADDITIONAL_INFO`: put before each message (a cluster's name, say).
+    pub additional_info: Option<String>,
+}
+
+/// A URL wave posts to. A chat webhook's URL is its credential (Slack's and Teams' carry the token in
+/// the path), so it is never printed: `Debug` and `Display` show the scheme and host only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SinkUrl(http::Uri);
+
+impl SinkUrl {
+    /// Parses an absolute `http` or `https` URL; the error names what is wrong, never the URL.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let uri: http::Uri = s
+            .trim()
+            .parse()
+            .map_err(|_| "not a URL (expected http://HOST/... or https://HOST/...)".to_string())?;
+        match (uri.scheme_str(), uri.host()) {
+            (Some("http" | "https"), Some(host)) if !host.is_empty() => Ok(Self(uri)),
+            (Some("http" | "https"), _) => Err("the URL has no host".to_string()),
+            _ => Err("the URL must start with http:// or https://".to_string()),
+        }
+    }
+
+    /// The URL itself, to send a request to; never to print.
+    pub fn uri(&self) -> &http::Uri {
+        &self.0
+    }
+}
+
+impl fmt::Display for SinkUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = self.0.scheme_str().unwrap_or("?");
+        let host = self.0.host().unwrap_or("?");
+        write!(f, "{scheme}://{host}/…")
+    }
+}
+
+impl fmt::Debug for SinkUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SinkUrl({self})")
+    }
 }
 
 /// `NAMESPACE/NAME` of a Secret.

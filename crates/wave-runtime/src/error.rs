@@ -221,6 +221,26 @@ pub enum RunError {
     /// The webhook could not be set up (certificate, Secret or configuration).
     #[error("cannot start the admission webhook")]
     Webhook(#[source] WebhookError),
+    /// `--alert-webhook-url`, `--alert-webhook-proxy` or `--webhook-url` can never be posted to.
+    #[error("cannot post alerts or --webhook-url notices")]
+    Alerts(#[source] AlertError),
+}
+
+/// Why a URL wave posts to about reloads can never be reached (`alerts`). It never holds the URL, which
+/// for a chat webhook is its token.
+#[derive(Debug, thiserror::Error)]
+pub enum AlertError {
+    /// The URL cannot be used as given.
+    #[error("{0}")]
+    Url(&'static str),
+    /// An `https` URL, and no CA certificate found to verify it.
+    #[error(
+        "no CA certificates found (SSL_CERT_FILE, SSL_CERT_DIR or the system's store) to verify an https sink"
+    )]
+    NoCertificates,
+    /// rustls refused its configuration.
+    #[error("TLS configuration")]
+    Tls(#[source] rustls::Error),
 }
 
 /// Why the webhook could not start, or could not decide one request.

@@ -14,12 +14,14 @@
 //! - [`controller`]: `wave run`'s wiring, watches, reconciles, queue and bookkeeping.
 //! - [`webhook`]: the admission webhook: certificates, serving, admission.
 //! - [`apimetrics`]: every request to the apiserver counted and timed (a layer on the client).
+//! - [`alerts`]: posts about reloads (Reloader's alerts and `--webhook-url`), never in a write's way.
 //! - [`owner`]: what wave creates for itself is owned by its own Deployment, so an uninstall deletes it.
 //! - [`lease`], [`admin`], [`metrics`], [`events`], [`telemetry`], [`error`]: the rest of the shell.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod admin;
+pub mod alerts;
 pub mod api;
 pub mod apimetrics;
 pub mod config;

@@ -33,6 +33,15 @@ pub struct KindLabel {
     pub kind: &'static str,
 }
 
+/// Labels `{sink, result}` of `wave_alerts_total` (`alerts`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AlertLabels {
+    /// `slack`, `teams`, `gchat`, `raw`, or `webhook-url`.
+    pub sink: &'static str,
+    /// `sent`, `failed` (every attempt refused or unanswered) or `dropped` (the queue was full).
+    pub result: &'static str,
+}
+
 /// Labels `{resource}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResourceLabel {
@@ -238,6 +247,8 @@ pub struct Metrics {
     pub leader: Gauge,
     /// With `--reloader-compat`: Deployments found running Stakater Reloader.
     pub reloader_running: Gauge,
+    /// Posts about reloads (Reloader's alerts, `--webhook-url`), by sink and result.
+    pub alerts: Family<AlertLabels, Counter>,
     /// Admission requests by result.
     pub webhook_requests: Family<WebhookLabels, Counter>,
     /// Config objects whose changes roll nothing because they flap.
@@ -295,6 +306,7 @@ impl Metrics {
             watch_errors: Family::default(),
             leader: Gauge::default(),
             reloader_running: Gauge::default(),
+            alerts: Family::default(),
             webhook_requests: Family::default(),
             config_flapping: Gauge::default(),
             flap_episodes: Counter::default(),
@@ -396,6 +408,11 @@ impl Metrics {
             "reloader_running",
             "With --reloader-compat: Deployments found running Stakater Reloader, which acts on the same changes",
             m.reloader_running.clone(),
+        );
+        r.register(
+            "alerts",
+            "Posts about reloads (Reloader's alerts and --webhook-url) by sink and result: sent, failed after every attempt, or dropped with too many waiting",
+            m.alerts.clone(),
         );
         r.register(
             "webhook_requests",

@@ -32,8 +32,10 @@
 //! - `plan.rs`: which marks to write ([`plan`], [`Decision`], [`Mark`]) and what wave saw ([`Seen`]);
 //! - `patch.rs`: the patches writing the marks, and a CronJob's Job ([`reload_patch`], [`job_name`]);
 //! - `pause.rs`: a reload's pause and its end ([`pause`], [`Pause`]);
-//! - `running.rs`: whether Reloader itself runs ([`running_reloaders`]).
+//! - `running.rs`: whether Reloader itself runs ([`running_reloaders`]);
+//! - `alert.rs`: what is posted about a reload, Reloader's alerts and `--webhook-url` ([`alert_post`]).
 
+mod alert;
 mod options;
 mod patch;
 mod pause;
@@ -46,6 +48,7 @@ mod targets;
 #[cfg(test)]
 mod testing;
 
+pub use alert::{AlertSink, Post, WEBHOOK_BODY, alert_post, reload_message, webhook_post};
 pub use options::{Options, Strategy};
 pub use patch::{
     CRONJOB_INSTANTIATE, JOB_NAME_MAX, PatchKind, ROLLOUT_STRATEGY, job_from_cron_job, job_name, patch_body,

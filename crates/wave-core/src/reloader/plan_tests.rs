@@ -333,3 +333,25 @@ fn with_reload_on_delete_an_object_deleted_after_a_watched_creation_is_named_wit
     );
     assert!(d.marks.is_empty());
 }
+
+#[test]
+fn under_webhook_url_a_mark_the_workload_carries_is_no_starting_point_but_what_wave_saw_is() {
+    let old = sha(ConfigKind::ConfigMap, &content(&[("k", "v1")]));
+    let w = env_workload(Some(&old));
+    let sel = selection(&w, &Options::default()).unwrap();
+    let t = targets(&w, &sel, &candidates(&[cm("app")]));
+    let fetched: Fetched = [(cm("app"), Arc::new(content(&[("k", "v2")])))].into();
+    let options = Options {
+        notify_only: true,
+        ..Options::default()
+    };
+    // After a restart: the stale mark from before says nothing, so nothing is posted again.
+    let first = plan(&w, &t, &fetched, &options, &BTreeMap::new(), 1_700_000_000);
+    assert!(first.changed.is_empty());
+    let now = first.observed.get(&cm("app")).cloned().unwrap();
+    // A change from what wave saw is one.
+    let seen: BTreeMap<ConfigKey, String> = [(cm("app"), old)].into();
+    let second = plan(&w, &t, &fetched, &options, &seen, 1_700_000_000);
+    assert_eq!(second.changed, vec![cm("app")]);
+    assert_eq!(second.observed.get(&cm("app")), Some(&now));
+}

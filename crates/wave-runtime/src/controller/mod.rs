@@ -109,6 +109,12 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             duration_seconds: election.duration_seconds.max(2),
             owner: config.own_deployment.clone(),
         });
+    let outbox = crate::alerts::Outbox::start(
+        config.alert.as_ref(),
+        config.webhook_url.as_ref(),
+        metrics.alerts.clone(),
+    )
+    .map_err(RunError::Alerts)?;
     let ctx = Arc::new(Context {
         client: client.clone(),
         tracker: RwLock::new(tracker),
@@ -146,6 +152,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         liveness: Liveness::default(),
         reloader_seen: Mutex::default(),
         reloader_sightings: ReloaderSightings::new(metrics.reloader_running.clone()),
+        outbox,
         own_deployment: config.own_deployment.clone(),
     });
     tracing::info!(
@@ -157,6 +164,11 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         legacy_wave_cleanup = config.legacy_wave_cleanup,
         "starting wave"
     );
+    if config.webhook_url.is_some() {
+        tracing::warn!(
+            "--webhook-url is set: a change that would reload a Reloader-annotated workload is posted there, and nothing is written to it"
+        );
+    }
 
     let shutdown = CancellationToken::new();
     admin::serve(

@@ -12,7 +12,8 @@
 //!               Deployment that asks), a merge PATCH (Argo Rollout), or a Job started (CronJob,
 //!               named after the CronJob and the config version: a retried create is a 409, done);
 //!               patches guarded by resourceVersion
-//!            ─► record what was seen ─► Event `Reloaded` (Reloader's reason)
+//!            ─► record what was seen ─► Event `Reloaded` (Reloader's reason) ─► its alert, if on
+//!            (with --webhook-url: nothing written; the change is posted there instead, once per change)
 //!            409 ⇒ re-read the workload and re-plan at once
 //! ```
 //!
@@ -102,7 +103,13 @@ pub async fn reconcile(
             Pause::ResumeAfter(left) => Outcome::Paused(left),
             _ => Outcome::Noop,
         };
-        if decision.marks.is_empty() {
+        let notify_only = ctx.outbox.as_ref().filter(|outbox| outbox.notifies_only());
+        // Under --webhook-url a deletion is a change to post even with no env var to remove.
+        let nothing_to_do = match notify_only {
+            Some(_) => decision.changed.is_empty(),
+            None => decision.marks.is_empty(),
+        };
+        if nothing_to_do {
             record_seen(ctx, &id, decision.observed, targets.len());
             return Ok(paused);
         }
@@ -121,6 +128,15 @@ pub async fn reconcile(
             && hold != decide::Hold::Paused
         {
             return Ok(held(ctx, &workload, hold));
+        }
+        if let Some(outbox) = notify_only {
+            if !ctx.is_leader() {
+                return Ok(Outcome::NotLeader);
+            }
+            notify(outbox, &workload, &decision);
+            ctx.coalescer().record(&id, Instant::now());
+            record_seen(ctx, &id, decision.observed, targets.len());
+            return Ok(Outcome::Noop);
         }
         let result = if workload.id.kind == WorkloadKind::CRON_JOB {
             // Reloader does not patch a CronJob: it starts a Job from it, carrying the mark.
@@ -273,7 +289,19 @@ fn references(targets: &[reloader::Target]) -> References {
     refs
 }
 
-/// Metrics, a log line and Reloader's Event, after the write succeeded.
+/// `--webhook-url`: the reload `decision` asks is posted there instead of written, once per change of
+/// an object however many workloads it reloads (`alerts::Outbox::webhook`), as Reloader posts once per
+/// changed object. The URL is never logged.
+fn notify(outbox: &crate::alerts::Outbox, workload: &Workload, decision: &reloader::Decision) {
+    for key in &decision.changed {
+        let sha = decision.observed.get(key).map_or("", String::as_str);
+        if outbox.webhook(key, sha) {
+            tracing::info!(workload = %workload.id, changed = %key, "posted the change to --webhook-url; nothing written");
+        }
+    }
+}
+
+/// Metrics, a log line, Reloader's Event and alert, after the write succeeded.
 fn after_write(
     ctx: &Context,
     workload: &Workload,
@@ -309,6 +337,12 @@ fn after_write(
     );
     ctx.events
         .publish(workload, EventType::Normal, RELOADED, action::RELOAD, note);
+    if let Some(outbox) = &ctx.outbox {
+        // One alert per object, as Reloader sends one per reload it makes for an object's change.
+        for key in &decision.changed {
+            outbox.alert(&reloader::reload_message(key, &workload.id));
+        }
+    }
 }
 
 /// Looks for a running Stakater Reloader (see the module docs). Called once every watch has listed (the

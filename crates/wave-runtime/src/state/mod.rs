@@ -108,6 +108,8 @@ pub struct Context {
     pub reloader_seen: Mutex<wave_core::reloader::Seen>,
     /// With `--reloader-compat`: the Deployments found running Reloader.
     pub reloader_sightings: ReloaderSightings,
+    /// With Reloader's alerts or `--webhook-url`: where posts about reloads are queued.
+    pub outbox: Option<crate::alerts::Outbox>,
     /// `--own-deployment`: where start-up warnings are published as Events.
     pub own_deployment: Option<WorkloadRef>,
 }
