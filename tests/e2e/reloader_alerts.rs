@@ -105,18 +105,20 @@ impl Receiver {
     }
 }
 
-/// An HTTP proxy on 127.0.0.1 that takes `CONNECT host:port` and records each target and its
-/// `Proxy-Authorization`.
+/// One `CONNECT` a proxy took: its target and its `Proxy-Authorization`.
+type Connect = (String, Option<String>);
+
+/// An HTTP proxy on 127.0.0.1 that takes `CONNECT host:port` and records each one.
 struct Proxy {
     port: u16,
-    connects: Arc<Mutex<Vec<(String, Option<String>)>>>,
+    connects: Arc<Mutex<Vec<Connect>>>,
 }
 
 impl Proxy {
     async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a proxy");
         let port = listener.local_addr().unwrap().port();
-        let connects: Arc<Mutex<Vec<(String, Option<String>)>>> = Arc::default();
+        let connects: Arc<Mutex<Vec<Connect>>> = Arc::default();
         let log = connects.clone();
         tokio::spawn(async move {
             while let Ok((mut client, _)) = listener.accept().await {

@@ -192,6 +192,15 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
             "reloader.reloadOnCreate=true",
             "reloader.reloadOnDelete=true",
         ],
+        vec![
+            "reloader.compat=true",
+            "reloader.alert.enabled=true",
+            "reloader.alert.sink=slack",
+            "reloader.alert.webhookUrlSecret.name=slack-hook",
+            "reloader.alert.proxy=http://proxy:3128",
+            "reloader.alert.additionalInfo=prod",
+            "reloader.webhookUrlSecret.name=pipeline-hook",
+        ],
         vec!["reloader.compat=false", "namespaceSelector=team in (a\\,b)"],
         vec![
             "argoRollouts.enabled=true",
@@ -253,6 +262,39 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
         &["webhook.enabled=true", "webhook.certManager.enabled=true"],
     );
     assert!(r.contains("--webhook-certificate=secret") && r.contains("cert-manager.io/inject-ca-from"));
+    let r = helm_template(
+        "alerts",
+        &ns,
+        &[
+            "reloader.compat=true",
+            "reloader.alert.enabled=true",
+            "reloader.alert.webhookUrlSecret.name=slack-hook",
+        ],
+    );
+    assert!(
+        r.contains("name: WAVE_ALERT_WEBHOOK_URL\n          valueFrom: {secretKeyRef: {name: \"slack-hook\", key: \"url\"}}"),
+        "the sink's URL comes from the Secret, never from a value:\n{r}"
+    );
+    let (ok, err) = {
+        let out = Command::new(helm_bin_dir().join("helm4"))
+            .args(["template", "x", repo_root().join("charts/wave").to_str().unwrap()])
+            .args([
+                "--set",
+                "reloader.compat=true",
+                "--set",
+                "reloader.alert.enabled=true",
+            ])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert!(
+        !ok && err.contains("webhookUrlSecret.name"),
+        "alerts without a URL are refused: {err}"
+    );
     let r = helm_template("ha", &ns, &["replicas=2"]);
     assert!(r.contains("kind: PodDisruptionBudget") && r.contains("--leader-election=true"));
     let r = helm_template(
