@@ -264,6 +264,12 @@ pub struct WatchArgs {
     #[arg(long, env = "WAVE_CRONJOBS")]
     pub cronjobs: bool,
 
+    /// Also handle Jobs (`batch/v1`) opted in through Stakater Reloader's annotations (needs
+    /// `--reloader-compat`): as Reloader does, a reload deletes the Job and creates it again with the
+    /// mark, so it runs again with the new config. Needs `get, list, watch, create, delete` on jobs.
+    #[arg(long, env = "WAVE_JOBS", requires = "reloader_compat")]
+    pub jobs: bool,
+
     /// Also manage Argo Rollouts' Rollouts (`argoproj.io/v1alpha1`): the hash goes on `spec.template`.
     /// Needs their CustomResourceDefinition, and `get, list, watch, patch` on rollouts.
     #[arg(long, env = "WAVE_ARGO_ROLLOUTS")]
@@ -303,11 +309,12 @@ impl WatchArgs {
             .collect()
     }
 
-    /// The workload kinds to manage: the built-in ones, and CronJobs and Rollouts when asked.
+    /// The workload kinds to manage: the built-in ones, and CronJobs, Jobs and Rollouts when asked.
     pub fn kinds(&self) -> Vec<WorkloadKind> {
         WorkloadKind::BUILT_IN
             .into_iter()
             .chain(self.cronjobs.then_some(WorkloadKind::CRON_JOB))
+            .chain(self.jobs.then_some(WorkloadKind::JOB))
             .chain(
                 (self.argo_rollouts || self.is_argo_rollouts == Some(true)).then_some(WorkloadKind::ROLLOUT),
             )
@@ -706,7 +713,7 @@ pub struct ReloaderArgs {
     pub reload_on_delete: bool,
 
     /// Reloader's `--ignored-workload-types`: `cronjobs` makes Reloader-annotated CronJobs start no
-    /// Job on a reload; `jobs` is accepted and changes nothing (wave does not re-create Jobs yet).
+    /// Job on a reload; `jobs` leaves Reloader-annotated Jobs alone (they are handled with `--jobs`).
     #[arg(long, env = "WAVE_IGNORED_WORKLOAD_TYPES", value_delimiter = ',', value_name = "TYPE", requires = "reloader_compat",
           value_parser = PossibleValuesParser::new(["jobs", "cronjobs"]))]
     pub ignored_workload_types: Vec<String>,
@@ -930,6 +937,7 @@ impl ReloaderArgs {
             resource_selector: self.resource_label_selector,
             reload_on_delete: self.reload_on_delete,
             ignore_cron_jobs: self.ignored_workload_types.iter().any(|t| t == "cronjobs"),
+            ignore_jobs: self.ignored_workload_types.iter().any(|t| t == "jobs"),
             notify_only: self.posts.webhook_url().is_some(),
         })
     }

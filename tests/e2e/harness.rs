@@ -492,10 +492,11 @@ pub fn rollout_undo(ns: &str, kind: WorkloadKind, name: &str) {
     kubectl_rollout("undo", ns, kind, name, &[]);
 }
 
-/// Makes the apiserver fail (500, "failed calling webhook") every UPDATE of `resource`
-/// (`configmaps`, `deployments`) labelled `wave-e2e/fail-writes: <ns>`: a fail-closed validating
-/// webhook whose URL answers nothing (a closed port on 127.0.0.1). A real 5xx, for what wave does
-/// when a write fails. Dropped by [`FailingWrites::stop`].
+/// Makes the apiserver fail (500, "failed calling webhook") every UPDATE (or another operation, with
+/// [`FailingWrites::start_for`]) of `resource` (`configmaps`, `deployments`) labelled
+/// `wave-e2e/fail-writes: <ns>`: a fail-closed validating webhook whose URL answers nothing (a closed
+/// port on 127.0.0.1). A real 5xx, for what wave does when a write fails. Dropped by
+/// [`FailingWrites::stop`].
 pub struct FailingWrites {
     name: String,
 }
@@ -505,7 +506,18 @@ impl FailingWrites {
     pub const LABEL: &'static str = "wave-e2e/fail-writes";
 
     pub async fn start(client: &Client, ns: &str, group: &str, resource: &str) -> FailingWrites {
-        let name = format!("wave-e2e-fail-{ns}-{resource}");
+        Self::start_for(client, ns, group, resource, "UPDATE").await
+    }
+
+    /// The same for `operation` (`CREATE`, `UPDATE`, `DELETE`).
+    pub async fn start_for(
+        client: &Client,
+        ns: &str,
+        group: &str,
+        resource: &str,
+        operation: &str,
+    ) -> FailingWrites {
+        let name = format!("wave-e2e-fail-{ns}-{resource}-{}", operation.to_lowercase());
         let closed = free_port();
         let config = json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -514,7 +526,7 @@ impl FailingWrites {
             "webhooks": [{
                 "name": "fail.wave-e2e.example.com",
                 "clientConfig": {"url": format!("https://127.0.0.1:{closed}/fail")},
-                "rules": [{"apiGroups": [group], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                "rules": [{"apiGroups": [group], "apiVersions": ["v1"], "operations": [operation],
                            "resources": [resource], "scope": "Namespaced"}],
                 "objectSelector": {"matchLabels": {(Self::LABEL): ns}},
                 "failurePolicy": "Fail",

@@ -79,6 +79,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   verbs: [create]
 {{- end }}
 {{- end }}
+{{- if and .Values.jobs.enabled .Values.reloader.compat }}
+# A Job opted in through Reloader's annotations reloads by being deleted and created again.
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, create, delete]
+{{- end }}
 {{- if .Values.argoRollouts.enabled }}
 - apiGroups: [argoproj.io]
   resources: [rollouts]

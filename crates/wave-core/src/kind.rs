@@ -108,6 +108,19 @@ static ROLLOUT: KindInfo = KindInfo {
     rank: 4,
 };
 
+static JOB: KindInfo = KindInfo {
+    group: "batch",
+    version: "v1",
+    api_version: "batch/v1",
+    kind: "Job",
+    plural: "jobs",
+    short_names: &[],
+    template: "/spec/template",
+    replaces_held_pods: true,
+    rolls_out: false,
+    rank: 5,
+};
+
 /// One workload kind: a cheap, copyable handle on its [`KindInfo`]. Two handles are equal when they name
 /// the same `apiVersion` and kind.
 #[derive(Clone, Copy)]
@@ -133,6 +146,10 @@ impl WorkloadKind {
     /// Argo Rollouts' `argoproj.io/v1alpha1` Rollout: the hash goes on `spec.template`. Watched only
     /// with `--argo-rollouts`.
     pub const ROLLOUT: WorkloadKind = WorkloadKind(&ROLLOUT);
+    /// `batch/v1` Job: its pod template cannot change, so only a reload through Stakater Reloader's
+    /// annotations acts on it, by creating it again (`--jobs`, with `--reloader-compat`). Not in
+    /// [`WorkloadKind::ALL`]: no command reads or hashes Jobs.
+    pub const JOB: WorkloadKind = WorkloadKind(&JOB);
     /// The kinds `wave run` manages by default, in listing order.
     pub const BUILT_IN: [WorkloadKind; 3] = [Self::DEPLOYMENT, Self::STATEFUL_SET, Self::DAEMON_SET];
     /// Every kind wave knows by name: the CLI reads and hashes them all.
@@ -158,7 +175,7 @@ impl WorkloadKind {
             template: leak(resource.template.clone()),
             replaces_held_pods: true,
             rolls_out: false,
-            rank: 5,
+            rank: 6,
         };
         WorkloadKind(Box::leak(Box::new(info)))
     }

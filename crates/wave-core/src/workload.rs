@@ -172,9 +172,12 @@ impl Workload {
 
     /// Whether the workload opted in with `wave.pusher.com/update-on-config-change: "true"` and has a
     /// pod template of its own to write to (a Rollout with `spec.workloadRef` has not: its Deployment
-    /// is opted in in its place).
+    /// is opted in in its place; a Job's cannot change once it is created, so on a Job only Reloader's
+    /// annotations mean something).
     pub fn is_opted_in(&self) -> bool {
-        refs::is_opted_in(&self.annotations) && self.template_from.is_none()
+        refs::is_opted_in(&self.annotations)
+            && self.template_from.is_none()
+            && self.id.kind != WorkloadKind::JOB
     }
 
     /// This view as wave acts on it when `rollout` (an opted-in Argo Rollout) takes its pod template

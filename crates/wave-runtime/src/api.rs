@@ -120,6 +120,46 @@ pub async fn create_job(
     }
 }
 
+/// How deleting a Job to create it again ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobDelete {
+    /// Deleted (its pods go in the background).
+    Deleted,
+    /// It was gone already.
+    Gone,
+    /// It is no longer the object read (another uid or resourceVersion): nothing was deleted.
+    Changed,
+}
+
+/// Deletes Job `name` only if it is still the object `uid` at `resource_version` (the preconditions
+/// make the apiserver check), with its pods deleted in the background, as Reloader deletes it: a Job
+/// someone edited, re-created or opted out meanwhile is left alone.
+pub async fn delete_job(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+    resource_version: &str,
+) -> Result<JobDelete, kube::Error> {
+    let params = kube::api::DeleteParams {
+        propagation_policy: Some(kube::api::PropagationPolicy::Background),
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: Some(resource_version.to_string()),
+        }),
+        ..Default::default()
+    };
+    match Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), namespace)
+        .delete(name, &params)
+        .await
+    {
+        Ok(_) => Ok(JobDelete::Deleted),
+        Err(e) if is_not_found(&e) => Ok(JobDelete::Gone),
+        Err(e) if status_code(&e) == Some(409) => Ok(JobDelete::Changed),
+        Err(e) => Err(e),
+    }
+}
+
 /// A workload's `spec.selector.matchLabels` as a label selector (its `matchExpressions` are left out:
 /// the caller keeps only the pods the workload controls).
 pub fn match_labels(object: &DynamicObject) -> String {

@@ -56,6 +56,18 @@ pub enum ReconcileError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// Deleting a Job to create it again (a reload through Reloader's annotations), or creating it
+    /// after the delete, failed. After the delete wave keeps the Job to create and tries again.
+    #[error("{step} Job {workload} failed")]
+    RecreateJob {
+        /// The Job.
+        workload: WorkloadRef,
+        /// `deleting` or `creating again`.
+        step: &'static str,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
     /// Removing what Wave ≤ v0.6 left (an owner reference on a config object, or its finalizer) failed.
     #[error("removing Wave v0.6's {what} for {workload} failed")]
     LegacyCleanup {
@@ -111,6 +123,8 @@ pub enum Operation {
     RestartInPlace,
     /// Removing what Wave ≤ v0.6 left.
     LegacyCleanup,
+    /// Deleting a Job and creating it again.
+    RecreateJob,
     /// Keeping or restoring config history.
     History,
 }
@@ -125,6 +139,7 @@ impl Operation {
             Operation::DeleteHeldPods => "delete_held_pods",
             Operation::RestartInPlace => "restart_in_place",
             Operation::LegacyCleanup => "legacy_cleanup",
+            Operation::RecreateJob => "recreate_job",
             Operation::History => "config_history",
         }
     }
@@ -137,6 +152,7 @@ impl Operation {
             Operation::DeleteHeldPods => "delete_held_pods_forbidden",
             Operation::RestartInPlace => "restart_in_place_forbidden",
             Operation::LegacyCleanup => "legacy_cleanup_forbidden",
+            Operation::RecreateJob => "recreate_job_forbidden",
             Operation::History => "config_history_forbidden",
         }
     }
@@ -152,6 +168,7 @@ impl ReconcileError {
             ReconcileError::DeleteHeldPods { source, .. } => Some((Operation::DeleteHeldPods, source)),
             ReconcileError::RestartInPlace { source, .. } => Some((Operation::RestartInPlace, source)),
             ReconcileError::LegacyCleanup { source, .. } => Some((Operation::LegacyCleanup, source)),
+            ReconcileError::RecreateJob { source, .. } => Some((Operation::RecreateJob, source)),
             ReconcileError::History { source, .. } => Some((Operation::History, source)),
             ReconcileError::Conflict { .. } | ReconcileError::Panicked { .. } => None,
         }

@@ -51,8 +51,8 @@ mod testing;
 pub use alert::{AlertSink, Post, WEBHOOK_BODY, alert_post, reload_message, webhook_post};
 pub use options::{Options, Strategy};
 pub use patch::{
-    CRONJOB_INSTANTIATE, JOB_NAME_MAX, PatchKind, ROLLOUT_STRATEGY, job_from_cron_job, job_name, patch_body,
-    reload_patch,
+    CRONJOB_INSTANTIATE, JOB_NAME_MAX, PatchKind, ROLLOUT_STRATEGY, job_from_cron_job, job_name,
+    job_recreated, patch_body, reload_patch,
 };
 pub use pause::{Pause, add_pause, pause, pause_period, resume_patch};
 pub use plan::{Decision, Mark, ReloadSource, Seen, last_reloaded_from, plan};

@@ -63,6 +63,8 @@ pub struct Options {
     pub reload_on_delete: bool,
     /// `--ignored-workload-types` names `cronjobs`: CronJobs start no Job on a reload.
     pub ignore_cron_jobs: bool,
+    /// `--ignored-workload-types` names `jobs`: Jobs are not created again on a reload.
+    pub ignore_jobs: bool,
     /// `--webhook-url` is set: a change is posted there instead of reloading, so nothing is written and
     /// what a workload carries is no starting point (`plan`): a change counts from what wave saw.
     pub notify_only: bool,

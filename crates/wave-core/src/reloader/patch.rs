@@ -1,6 +1,7 @@
 //! The writes of a reload: the strategic merge patch of an `apps/v1` workload ([`patch_body`]), the merge
-//! patch of an Argo Rollout ([`reload_patch`]), and the Job a CronJob's reload starts
-//! ([`job_from_cron_job`], named by [`job_name`]).
+//! patch of an Argo Rollout ([`reload_patch`]), the Job a CronJob's reload starts
+//! ([`job_from_cron_job`], named by [`job_name`]), and the Job created again in place of a Job
+//! ([`job_recreated`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -149,6 +150,57 @@ pub fn job_from_cron_job(cron_job: &Value, workload: &Workload, marks: &[Mark], 
         },
         "spec": spec,
     })
+}
+
+/// The labels the Job controller puts on a Job's pod template (and its selector) for the Job it made
+/// them for: a Job created again with them would select the old Job's pods, so they go, as in
+/// Reloader's `ReCreateJobFromjob`.
+const JOB_CONTROLLER_LABELS: [&str; 4] = [
+    "controller-uid",
+    "batch.kubernetes.io/controller-uid",
+    "job-name",
+    "batch.kubernetes.io/job-name",
+];
+
+/// The Job to create in place of `job` (the object as read) for a reload, as Reloader's
+/// `ReCreateJobFromjob` (`internal/pkg/callbacks/rolling_upgrade.go`) makes it: the same object with the
+/// marks applied to its pod template, without what the apiserver and the Job controller set
+/// (`uid`, `resourceVersion`, `creationTimestamp`, `generation`, `managedFields`, `status`, the
+/// controller's labels on the template) and without its selector, which the apiserver generates
+/// again. One difference: a Job with `spec.manualSelector: true` keeps its selector and labels, which
+/// its creator chose (Reloader drops them, and the create is refused after the delete).
+pub fn job_recreated(job: &Value, workload: &Workload, marks: &[Mark]) -> Value {
+    let mut new = job.clone();
+    if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ] {
+            meta.remove(field);
+        }
+    }
+    if let Some(object) = new.as_object_mut() {
+        object.remove("status");
+    }
+    let mut template = workload.template.typed();
+    apply_marks(&mut template, marks);
+    let manual = job.pointer("/spec/manualSelector").and_then(Value::as_bool) == Some(true);
+    if !manual {
+        if let Some(labels) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+            labels.retain(|key, _| !JOB_CONTROLLER_LABELS.contains(&key.as_str()));
+        }
+        if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove("selector");
+        }
+    }
+    new["spec"]["template"] = serde_json::to_value(&template).unwrap_or_default();
+    new
 }
 
 /// The annotation of a Job started by hand from a CronJob.

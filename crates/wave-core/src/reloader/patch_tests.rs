@@ -10,6 +10,7 @@ use crate::refs::{ConfigKey, ConfigKind};
 use crate::reloader::testing::*;
 use crate::reloader::*;
 use crate::tracker::ObjectVersion;
+use crate::workload::Workload;
 
 #[test]
 fn the_annotation_is_the_json_reloader_writes() {
@@ -216,4 +217,85 @@ fn a_cron_job_s_job_name_fits_a_label_value_however_long_the_cron_job_s_name() {
             "{cron_name}"
         );
     }
+}
+
+fn job_view(stored: &serde_json::Value) -> Workload {
+    let meta = serde_json::from_value(stored["metadata"].clone()).unwrap();
+    Workload::from_object(WorkloadKind::JOB, meta, stored).unwrap()
+}
+
+/// A Job as the apiserver returns it: with what it and the Job controller set.
+fn stored_job(manual_selector: bool) -> serde_json::Value {
+    let selector = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": "old-uid"}});
+    json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "migrate", "namespace": "ns", "uid": "old-uid", "resourceVersion": "7",
+            "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 1, "labels": {"team": "a"},
+            "annotations": {"reloader.stakater.com/auto": "true"},
+            "managedFields": [{"manager": "kubectl"}]},
+        "spec": {"backoffLimit": 2, "manualSelector": manual_selector, "selector": selector,
+            "template": {"metadata": {"labels": {"batch.kubernetes.io/controller-uid": "old-uid",
+                    "controller-uid": "old-uid", "batch.kubernetes.io/job-name": "migrate",
+                    "job-name": "migrate", "app": "migrate"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}},
+        "status": {"succeeded": 1}
+    })
+}
+
+#[test]
+fn a_job_is_created_again_with_the_mark_and_without_what_its_first_creation_set() {
+    let stored = stored_job(false);
+    let w = job_view(&stored);
+    assert!(
+        selection(&w, &Options::default()).is_some(),
+        "Reloader's annotation selects a Job"
+    );
+    let mark = Mark::EnvVar {
+        container: "c".into(),
+        name: "STAKATER_APP_CONFIGMAP".into(),
+        value: "sha".into(),
+    };
+    let job = job_recreated(&stored, &w, &[mark]);
+    assert_eq!(
+        job["metadata"],
+        json!({"name": "migrate", "namespace": "ns", "labels": {"team": "a"},
+            "annotations": {"reloader.stakater.com/auto": "true"}})
+    );
+    assert_eq!(job.get("status"), None);
+    assert_eq!(job["spec"].get("selector"), None, "the apiserver makes a new one");
+    assert_eq!(job["spec"]["backoffLimit"], 2);
+    assert_eq!(
+        job["spec"]["template"]["metadata"]["labels"],
+        json!({"app": "migrate"})
+    );
+    assert_eq!(
+        job["spec"]["template"]["spec"]["containers"][0]["env"],
+        json!([{"name": "STAKATER_APP_CONFIGMAP", "value": "sha"}])
+    );
+}
+
+#[test]
+fn a_job_with_a_manual_selector_keeps_its_selector_and_labels() {
+    let stored = stored_job(true);
+    let w = job_view(&stored);
+    let job = job_recreated(&stored, &w, &[]);
+    assert_eq!(job["spec"]["selector"], stored["spec"]["selector"]);
+    assert_eq!(
+        job["spec"]["template"]["metadata"]["labels"],
+        stored["spec"]["template"]["metadata"]["labels"]
+    );
+}
+
+#[test]
+fn wave_s_own_annotation_means_nothing_on_a_job_and_ignored_workload_types_jobs_leaves_it_alone() {
+    let mut stored = stored_job(false);
+    stored["metadata"]["annotations"] = json!({"wave.pusher.com/update-on-config-change": "true"});
+    let w = job_view(&stored);
+    assert!(!w.is_opted_in(), "a Job's template cannot change");
+    let reloader_job = job_view(&stored_job(false));
+    let options = Options {
+        ignore_jobs: true,
+        ..Options::default()
+    };
+    assert!(selection(&reloader_job, &options).is_none());
 }

@@ -149,9 +149,13 @@ fn annotation_keys(kind: ConfigKind) -> (&'static str, &'static str, &'static st
 /// `auto`, `search`), else from its pod template's; `exclude` only from the metadata.
 pub fn selection(workload: &Workload, options: &Options) -> Option<Selection> {
     let kind = workload.id.kind;
-    let reloadable = kind.info().rolls_out || kind == WorkloadKind::ROLLOUT || kind == WorkloadKind::CRON_JOB;
-    // `--ignored-workload-types=cronjobs`, as Reloader's `ShouldReload` callers skip them.
-    let ignored = kind == WorkloadKind::CRON_JOB && options.ignore_cron_jobs;
+    let reloadable = kind.info().rolls_out
+        || kind == WorkloadKind::ROLLOUT
+        || kind == WorkloadKind::CRON_JOB
+        || kind == WorkloadKind::JOB;
+    // `--ignored-workload-types=cronjobs` or `jobs`, as Reloader's `doRollingUpgrade` skips them.
+    let ignored = (kind == WorkloadKind::CRON_JOB && options.ignore_cron_jobs)
+        || (kind == WorkloadKind::JOB && options.ignore_jobs);
     if workload.is_opted_in() || !reloadable || ignored {
         return None;
     }

@@ -45,7 +45,8 @@ use crate::events::EventPublisher;
 use crate::metrics::Metrics;
 use crate::state::Context;
 use crate::state::bookkeeping::{
-    KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, ReloaderSightings, RestoreFailures, Restores,
+    KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, PendingJobs, ReloaderSightings,
+    RestoreFailures, Restores,
 };
 use crate::state::content::ContentCache;
 use crate::state::workqueue::WorkQueue;
@@ -152,6 +153,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         liveness: Liveness::default(),
         reloader_seen: Mutex::default(),
         reloader_sightings: ReloaderSightings::new(metrics.reloader_running.clone()),
+        pending_jobs: PendingJobs::default(),
         outbox,
         own_deployment: config.own_deployment.clone(),
     });

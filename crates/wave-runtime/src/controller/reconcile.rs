@@ -83,6 +83,10 @@ async fn plan_and_write(
     if !ctx.is_leader() {
         return Ok(Outcome::NotLeader);
     }
+    if let Some(outcome) = super::reloader::finish_recreation(ctx, id).await? {
+        // A Job deleted to be created again: nothing else is decided until it exists again.
+        return Ok(outcome);
+    }
     let Some(mut workload) = ctx.tracker().workload(id) else {
         ctx.missing.forget(id);
         ctx.denied.forget(id);

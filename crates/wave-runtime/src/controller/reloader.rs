@@ -9,8 +9,9 @@
 //!   no marks ─► record what was seen ─► Noop (or Paused: look again when the pause ends)
 //!   marks    ─► held while a target flaps, or coalesced (as wave's own rollouts)
 //!            ─► token ─► lease ─► the write Reloader makes: a strategic merge PATCH (apps/v1, pausing a
-//!               Deployment that asks), a merge PATCH (Argo Rollout), or a Job started (CronJob,
-//!               named after the CronJob and the config version: a retried create is a 409, done);
+//!               Deployment that asks), a merge PATCH (Argo Rollout), a Job started (CronJob,
+//!               named after the CronJob and the config version: a retried create is a 409, done),
+//!               or a Job deleted and created again (Job: held in memory until the create lands);
 //!               patches guarded by resourceVersion
 //!            ─► record what was seen ─► Event `Reloaded` (Reloader's reason) ─► its alert, if on
 //!            (with --webhook-url: nothing written; the change is posted there instead, once per change)
@@ -141,6 +142,9 @@ pub async fn reconcile(
         let result = if workload.id.kind == WorkloadKind::CRON_JOB {
             // Reloader does not patch a CronJob: it starts a Job from it, carrying the mark.
             start_job(ctx, &workload, &decision).await?
+        } else if workload.id.kind == WorkloadKind::JOB {
+            // A Job's template cannot change: Reloader deletes it and creates it again, with the mark.
+            recreate_job(ctx, &workload, &decision).await?
         } else {
             let (mut body, kind) = reloader::reload_patch(&workload, &decision.marks, now);
             let style = match kind {
@@ -271,6 +275,154 @@ async fn start_job(
     Ok(Patched::Written)
 }
 
+/// Creates Job `workload` again with the decision's marks, as Reloader's `ReCreateJobFromjob` does: the
+/// Job is deleted (its pods in the background) and created under the same name
+/// (`wave_core::reloader::job_recreated`). A token and the lease first, like every write. The delete
+/// holds only if the Job is still the one read (its uid and resourceVersion as preconditions), so a
+/// Job edited, opted out or re-created meanwhile is re-read and planned again, never deleted. Between
+/// the delete and the create the Job exists only in wave's memory ([`PendingJobs`]): the create is
+/// tried until it lands ([`create_pending_job`]).
+///
+/// [`PendingJobs`]: crate::state::bookkeeping::PendingJobs
+async fn recreate_job(
+    ctx: &Context,
+    workload: &Arc<Workload>,
+    decision: &reloader::Decision,
+) -> Result<Patched, ReconcileError> {
+    let id = &workload.id;
+    if let Err(outcome) = write::ready(ctx, id, What::Reload(PatchStyle::Merge)).await {
+        return Ok(Patched::Not(outcome));
+    }
+    let job = match api::workload_api(&ctx.client, id.kind, Some(&id.namespace))
+        .get_opt(&id.name)
+        .await
+        .map_err(|source| ReconcileError::GetWorkload {
+            workload: id.clone(),
+            source: Box::new(source),
+        })? {
+        Some(job) => job,
+        None => return Ok(Patched::Not(Outcome::Gone)),
+    };
+    let uid = job.metadata.uid.clone().unwrap_or_default();
+    let version = job.metadata.resource_version.clone().unwrap_or_default();
+    if uid != workload.uid || version != workload.resource_version {
+        // The plan was made on an older view: plan again on this one.
+        return Ok(Patched::Conflict);
+    }
+    let stored = serde_json::to_value(&job).unwrap_or_default();
+    let manifest = reloader::job_recreated(&stored, workload, &decision.marks);
+    match api::delete_job(&ctx.client, &id.namespace, &id.name, &uid, &version).await {
+        Ok(api::JobDelete::Deleted) => {}
+        Ok(api::JobDelete::Gone) => return Ok(Patched::Not(Outcome::Gone)),
+        Ok(api::JobDelete::Changed) => return Ok(Patched::Conflict),
+        Err(source) => {
+            write::failed(
+                ctx,
+                workload,
+                "Deleting the Job to create it again",
+                &source,
+                "",
+                false,
+            );
+            return Err(ReconcileError::RecreateJob {
+                workload: id.clone(),
+                step: "deleting",
+                source: Box::new(source),
+            });
+        }
+    }
+    ctx.pending_jobs.hold(
+        id,
+        crate::state::bookkeeping::PendingJob {
+            job: workload.clone(),
+            old_uid: uid,
+            manifest,
+        },
+    );
+    create_pending_job(ctx, id).await
+}
+
+/// How many times a Job is created at once after its delete, before the reconcile gives up to the
+/// worker's backoff (which comes back here through [`finish_recreation`]).
+const CREATE_ATTEMPTS: u32 = 3;
+
+/// Creates the Job deleted for `id` ([`recreate_job`]), if one is pending: [`CREATE_ATTEMPTS`] tries,
+/// 0.5 s then 1 s apart. `Written` once it is created; `Not(Noop)` when a Job of that name appeared by
+/// other hands (it is kept, and nothing is created); an error while it cannot be created, after a
+/// Warning Event (once), so that the worker tries again with backoff.
+async fn create_pending_job(ctx: &Context, id: &WorkloadRef) -> Result<Patched, ReconcileError> {
+    let Some(pending) = ctx.pending_jobs.get(id) else {
+        return Ok(Patched::Not(Outcome::Noop));
+    };
+    let mut wait = std::time::Duration::from_millis(500);
+    let mut attempt = 1;
+    loop {
+        let error = match api::create_job(&ctx.client, &id.namespace, &pending.manifest).await {
+            Ok(api::JobStart::Created) => {
+                ctx.pending_jobs.done(id);
+                ctx.write_failures.forget(id);
+                return Ok(Patched::Written);
+            }
+            Ok(api::JobStart::Existed) => {
+                let existing = api::workload_api(&ctx.client, id.kind, Some(&id.namespace))
+                    .get_opt(&id.name)
+                    .await;
+                match existing {
+                    Ok(Some(job)) if job.metadata.uid.as_deref() == Some(pending.old_uid.as_str()) => {
+                        // The old Job is still terminating (a finalizer holds it): try again shortly.
+                        None
+                    }
+                    Ok(_) => {
+                        tracing::info!(workload = %id, "a Job of this name was created meanwhile; it is kept, and wave creates none");
+                        ctx.pending_jobs.done(id);
+                        return Ok(Patched::Not(Outcome::Noop));
+                    }
+                    Err(source) => Some(source),
+                }
+            }
+            Err(source) => Some(source),
+        };
+        if attempt == CREATE_ATTEMPTS {
+            let Some(source) = error else {
+                return Ok(Patched::Not(Outcome::Waiting(wait)));
+            };
+            write::failed(
+                ctx,
+                &pending.job,
+                "Creating the Job again after deleting it",
+                &source,
+                "wave holds the Job to create and keeps trying; ",
+                false,
+            );
+            return Err(ReconcileError::RecreateJob {
+                workload: id.clone(),
+                step: "creating again",
+                source: Box::new(source),
+            });
+        }
+        tokio::time::sleep(wait).await;
+        wait *= 2;
+        attempt += 1;
+    }
+}
+
+/// For a Job deleted to be created again whose create has not landed yet: creates it now (see
+/// [`create_pending_job`]). `None` when none is pending for `id`. Called before anything else for a
+/// Job, since the watches no longer show it.
+pub async fn finish_recreation(ctx: &Context, id: &WorkloadRef) -> Result<Option<Outcome>, ReconcileError> {
+    if id.kind != WorkloadKind::JOB || ctx.pending_jobs.get(id).is_none() {
+        return Ok(None);
+    }
+    Ok(Some(match create_pending_job(ctx, id).await? {
+        Patched::Written => {
+            tracing::info!(workload = %id, "created the Job again");
+            Outcome::Written
+        }
+        Patched::Not(outcome) => outcome,
+        Patched::Conflict => Outcome::Noop,
+    }))
+}
+
 /// The targets as optional references to every key: what the content cache and the flap breaker take.
 fn references(targets: &[reloader::Target]) -> References {
     let mut refs = References::default();
@@ -324,6 +476,7 @@ fn after_write(
     let what = match decision.marks.first() {
         _ if restart && workload.id.kind == WorkloadKind::ROLLOUT => "set spec.restartAt of",
         _ if workload.id.kind == WorkloadKind::CRON_JOB => "started a Job from",
+        _ if workload.id.kind == WorkloadKind::JOB => "deleted and created again",
         Some(Mark::Annotation(_)) => {
             "updated the pod-template annotation reloader.stakater.com/last-reloaded-from of"
         }

@@ -20,6 +20,8 @@
 //!   using one of their objects waits rather than roll to half-restored config.
 //! - [`ReloaderSightings`]: with `--reloader-compat`, the Deployments found running Stakater Reloader,
 //!   so that each is announced once, and the `wave_reloader_running` gauge.
+//! - [`PendingJobs`]: Jobs wave deleted to create again (a reload through Reloader's annotations) and
+//!   has not created yet, with what to create: until the create lands, the Job exists only here.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::future::Future;
@@ -646,5 +648,39 @@ impl ReloaderSightings {
         let new = running.iter().filter(|id| !seen.contains(*id)).cloned().collect();
         *seen = running.into_iter().collect();
         new
+    }
+}
+
+/// A Job deleted to be created again, not created yet.
+#[derive(Clone)]
+pub struct PendingJob {
+    /// The deleted Job, as wave last saw it (for Events about it).
+    pub job: Arc<wave_core::workload::Workload>,
+    /// The deleted Job's uid: a Job of the same name with this uid is the old one, still terminating.
+    pub old_uid: String,
+    /// The Job to create.
+    pub manifest: serde_json::Value,
+}
+
+/// The Jobs wave deleted to create again and has not created yet (`controller::reloader`). In memory
+/// only: wave holds the only copy between the delete and the create, so a create that fails is tried
+/// again, with backoff, until it lands or a Job of that name appears by other hands.
+#[derive(Default)]
+pub struct PendingJobs(Mutex<HashMap<WorkloadRef, PendingJob>>);
+
+impl PendingJobs {
+    /// Keeps `pending` for `id` until [`PendingJobs::done`].
+    pub fn hold(&self, id: &WorkloadRef, pending: PendingJob) {
+        lock(&self.0).insert(id.clone(), pending);
+    }
+
+    /// What is to be created for `id`, if anything.
+    pub fn get(&self, id: &WorkloadRef) -> Option<PendingJob> {
+        lock(&self.0).get(id).cloned()
+    }
+
+    /// `id`'s Job was created (or one of that name appeared).
+    pub fn done(&self, id: &WorkloadRef) {
+        lock(&self.0).remove(id);
     }
 }

@@ -30,7 +30,8 @@ use wave_core::tracker::Tracker;
 use wave_core::workload::{Workload, WorkloadRef};
 
 use self::bookkeeping::{
-    KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, ReloaderSightings, RestoreFailures, Restores,
+    KeptSnapshots, KnownHashes, Liveness, MissingReports, Notes, PendingJobs, ReloaderSightings,
+    RestoreFailures, Restores,
 };
 use self::content::ContentCache;
 use self::health::WatchHealth;
@@ -108,6 +109,8 @@ pub struct Context {
     pub reloader_seen: Mutex<wave_core::reloader::Seen>,
     /// With `--reloader-compat`: the Deployments found running Reloader.
     pub reloader_sightings: ReloaderSightings,
+    /// Jobs deleted to be created again, not created yet.
+    pub pending_jobs: PendingJobs,
     /// With Reloader's alerts or `--webhook-url`: where posts about reloads are queued.
     pub outbox: Option<crate::alerts::Outbox>,
     /// `--own-deployment`: where start-up warnings are published as Events.

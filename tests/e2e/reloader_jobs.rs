@@ -1,0 +1,219 @@
+//! Jobs opted in through Stakater Reloader's annotations (`--jobs`, with `--reloader-compat`): a change
+//! deletes the Job and creates it again with Reloader's mark, as Reloader's `ReCreateJobFromjob` does;
+//! a create the apiserver refuses after the delete is tried again until it lands, so no Job is lost;
+//! `--ignored-workload-types=jobs` and wave's own annotation leave a Job alone.
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::Api;
+use serde_json::{Value, json};
+use testenv::wait_for;
+use wave_core::workload::WorkloadKind;
+
+use crate::harness::*;
+use crate::reloader::reloader_sha;
+
+/// Job `name` using ConfigMap `cfg` (envFrom), annotated `annotations`, with `labels` on it; with
+/// `manual_selector`, its own selector and pod labels (`spec.manualSelector: true`).
+async fn create_job(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    annotations: Value,
+    labels: Value,
+    manual_selector: bool,
+) {
+    let mut spec = json!({
+        "backoffLimit": 0,
+        "template": {"spec": {"restartPolicy": "Never", "containers": [{
+            "name": "app", "image": "busybox", "envFrom": [{"configMapRef": {"name": "cfg"}}]}]}}
+    });
+    if manual_selector {
+        spec["manualSelector"] = json!(true);
+        spec["selector"] = json!({"matchLabels": {"run": name}});
+        spec["template"]["metadata"] = json!({"labels": {"run": name}});
+    }
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "annotations": annotations, "labels": labels}, "spec": spec});
+    Api::<Job>::namespaced(client.clone(), ns)
+        .create(&Default::default(), &serde_json::from_value(job).unwrap())
+        .await
+        .unwrap();
+}
+
+/// Job `name` as stored: its uid and the value of its container's `STAKATER_CFG_CONFIGMAP`.
+async fn job_state(client: &kube::Client, ns: &str, name: &str) -> Option<(String, Option<String>, Job)> {
+    let job = Api::<Job>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .unwrap()?;
+    let mark = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.env.as_ref())
+        .and_then(|env| env.iter().find(|e| e.name == "STAKATER_CFG_CONFIGMAP"))
+        .and_then(|e| e.value.clone());
+    Some((job.metadata.uid.clone().unwrap_or_default(), mark, job))
+}
+
+/// Waits until Job `name` is a new object (not `old_uid`) carrying the SHA-1 of `version`; returns it.
+async fn wait_recreated(client: &kube::Client, ns: &str, name: &str, old_uid: &str, version: &str) -> Job {
+    let sha = reloader_sha(&[("k", version)]);
+    wait_for(
+        &format!("Job {name} created again carrying {version}"),
+        TIMEOUT,
+        || async {
+            let (uid, mark, job) = job_state(client, ns, name).await?;
+            (uid != old_uid && mark.as_deref() == Some(sha.as_str())).then_some(job)
+        },
+    )
+    .await
+}
+
+const AUTO: (&str, &str) = ("reloader.stakater.com/auto", "true");
+
+#[tokio::test]
+async fn a_reloader_annotated_job_is_deleted_and_created_again_with_the_mark_as_reloader_does() {
+    let (client, ns) = setup("reloader-jobs").await;
+    create_configmap(&client, &ns, "cfg", json!({"k": "v1"})).await;
+    create_job(
+        &client,
+        &ns,
+        "migrate",
+        json!({AUTO.0: AUTO.1}),
+        json!({"team": "a"}),
+        false,
+    )
+    .await;
+    create_job(&client, &ns, "pinned", json!({AUTO.0: AUTO.1}), json!({}), true).await;
+    let wave = Wave::start(&[&ns], &["--reloader-compat", "--jobs"]).await;
+    wait_for("wave to check both Jobs", TIMEOUT, || async {
+        (wave.noops() >= 2).then_some(())
+    })
+    .await;
+    assert_eq!(wave.writes(), 0, "nothing written at start-up");
+    let (migrate_uid, mark, first) = job_state(&client, &ns, "migrate").await.unwrap();
+    assert_eq!(mark, None);
+    let (pinned_uid, _, pinned_before) = job_state(&client, &ns, "pinned").await.unwrap();
+
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"k": "v2"}})).await;
+    let migrate = wait_recreated(&client, &ns, "migrate", &migrate_uid, "v2").await;
+    let pinned = wait_recreated(&client, &ns, "pinned", &pinned_uid, "v2").await;
+    wave.expect_writes(2, "one re-creation per Job").await;
+
+    // Its own metadata and spec are kept; the selector is the apiserver's new one, for the new uid.
+    assert_eq!(migrate.metadata.labels.as_ref().unwrap()["team"], "a");
+    assert_eq!(migrate.metadata.annotations.as_ref().unwrap()[AUTO.0], AUTO.1);
+    let selector = migrate.spec.as_ref().unwrap().selector.as_ref().unwrap();
+    let old_selector = first.spec.as_ref().unwrap().selector.as_ref().unwrap();
+    assert_ne!(selector, old_selector, "a selector of its own");
+    assert_eq!(
+        selector.match_labels.as_ref().unwrap()["batch.kubernetes.io/controller-uid"],
+        migrate.metadata.uid.clone().unwrap()
+    );
+    // A Job with a manual selector keeps it (Reloader drops it and the create is refused).
+    assert_eq!(
+        pinned.spec.as_ref().unwrap().selector,
+        pinned_before.spec.as_ref().unwrap().selector
+    );
+    wait_event(&client, &ns, "migrate", "the Reloaded Event", |(_, reason, _)| {
+        reason == "Reloaded"
+    })
+    .await;
+
+    // The Jobs it created carry the mark: the next change re-creates each once more, and no more.
+    let (migrate_uid, _, _) = job_state(&client, &ns, "migrate").await.unwrap();
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"k": "v3"}})).await;
+    wait_recreated(&client, &ns, "migrate", &migrate_uid, "v3").await;
+    wave.expect_writes(4, "one more re-creation per Job").await;
+}
+
+#[tokio::test]
+async fn a_job_whose_create_is_refused_after_its_delete_is_created_once_the_apiserver_takes_it() {
+    let (client, ns) = setup("reloader-job-refused").await;
+    create_configmap(&client, &ns, "cfg", json!({"k": "v1"})).await;
+    create_job(
+        &client,
+        &ns,
+        "migrate",
+        json!({AUTO.0: AUTO.1}),
+        json!({FailingWrites::LABEL: ns.clone()}),
+        false,
+    )
+    .await;
+    let wave = Wave::start(&[&ns], &["--reloader-compat", "--jobs"]).await;
+    wait_for("wave to check the Job", TIMEOUT, || async {
+        (wave.noops() >= 1).then_some(())
+    })
+    .await;
+    let (old_uid, _, _) = job_state(&client, &ns, "migrate").await.unwrap();
+
+    let failing = FailingWrites::start_for(&client, &ns, "batch", "jobs", "CREATE").await;
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"k": "v2"}})).await;
+    wait_for("the Job deleted, and its create refused", TIMEOUT, || async {
+        let refused = wave.metric("wave_reconcile_errors_total", &["error=\"recreate_job\""]) >= 1.0;
+        (refused && job_state(&client, &ns, "migrate").await.is_none()).then_some(())
+    })
+    .await;
+    let (_, _, note) = wait_event(
+        &client,
+        &ns,
+        "migrate",
+        "a WriteFailed Warning",
+        |(_, reason, _)| reason == "WriteFailed",
+    )
+    .await;
+    assert!(
+        note.contains("keeps trying"),
+        "the Warning says the Job is not lost: {note}"
+    );
+
+    failing.stop(&client).await;
+    wait_recreated(&client, &ns, "migrate", &old_uid, "v2").await;
+    wave.expect_writes(1, "created once").await;
+}
+
+#[tokio::test]
+async fn ignored_workload_types_jobs_and_wave_s_own_annotation_leave_a_job_alone() {
+    let (client, ns) = setup("reloader-job-ignored").await;
+    create_configmap(&client, &ns, "cfg", json!({"k": "v1"})).await;
+    create_job(&client, &ns, "ignored", json!({AUTO.0: AUTO.1}), json!({}), false).await;
+    create_job(
+        &client,
+        &ns,
+        "wave-annotated",
+        json!({"wave.pusher.com/update-on-config-change": "true"}),
+        json!({}),
+        false,
+    )
+    .await;
+    // A Deployment using the same ConfigMap is the sentinel: once it is reloaded, the Jobs' turn has come.
+    crate::reloader_parity::create_auto(&client, &ns, WorkloadKind::DEPLOYMENT, "web", "cfg").await;
+    let wave = Wave::start(
+        &[&ns],
+        &["--reloader-compat", "--jobs", "--ignored-workload-types=jobs"],
+    )
+    .await;
+    wait_for("wave to check the Deployment", TIMEOUT, || async {
+        (wave.noops() >= 1).then_some(())
+    })
+    .await;
+    let before: Vec<String> = [
+        job_state(&client, &ns, "ignored").await.unwrap().0,
+        job_state(&client, &ns, "wave-annotated").await.unwrap().0,
+    ]
+    .into();
+    patch_configmap(&client, &ns, "cfg", json!({"data": {"k": "v2"}})).await;
+    wave.expect_writes(1, "the Deployment only").await;
+    let after: Vec<String> = [
+        job_state(&client, &ns, "ignored").await.unwrap().0,
+        job_state(&client, &ns, "wave-annotated").await.unwrap().0,
+    ]
+    .into();
+    assert_eq!(before, after, "neither Job was deleted");
+
+    let (code, _, err) = run_wave(&["run", "--jobs"], None);
+    assert_eq!(code, 2, "--jobs alone is a usage error: {err}");
+    assert!(err.contains("--reloader-compat"), "{err}");
+}
