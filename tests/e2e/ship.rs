@@ -200,6 +200,7 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
             "reloader.alert.proxy=http://proxy:3128",
             "reloader.alert.additionalInfo=prod",
             "reloader.webhookUrlSecret.name=pipeline-hook",
+            "jobs.enabled=true",
         ],
         vec!["reloader.compat=false", "namespaceSelector=team in (a\\,b)"],
         vec![
