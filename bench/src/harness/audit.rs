@@ -75,6 +75,20 @@ pub fn workload_writes(counts: &Counts) -> u64 {
     writes(counts, |code| code.is_none())
 }
 
+/// Deletes and creates of Jobs among `counts` that the apiserver took: a Job's reload (it is deleted
+/// and created again).
+pub fn job_writes(counts: &Counts) -> u64 {
+    counts
+        .iter()
+        .filter(|(k, _)| {
+            let mut parts = k.split(' ');
+            let (verb, resource) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+            matches!(verb, "create" | "delete") && resource == "jobs" && parts.next().is_none()
+        })
+        .map(|(_, n)| n)
+        .sum()
+}
+
 /// Writes to workloads among `counts` that the apiserver refused (409 Conflict, mostly).
 pub fn refused_workload_writes(counts: &Counts) -> u64 {
     writes(counts, |code| code.is_some())

@@ -1,7 +1,9 @@
 //! M1, switching from Stakater Reloader: Reloader v1.4.21 (strategy `env-vars`, its default) manages
-//! 100 Deployments through 5 config changes and is stopped; wave starts on the same objects. Then one
-//! more change, made alike in a twin namespace that Reloader still manages: wave's env vars should be
-//! exactly what Reloader writes.
+//! 100 Deployments, 10 Jobs (which it deletes and creates again on a reload) and 10 Deployments that
+//! mount a Secrets Store CSI volume and say `secretproviderclass.reloader.stakater.com/auto`, through 5
+//! config changes, and is stopped; wave starts on the same objects (`--jobs`). Then one more change,
+//! made alike in a twin namespace that Reloader still manages: wave's env vars should be exactly what
+//! Reloader writes.
 //!
 //! ```text
 //! testenv up --audit ─► bench-m1 and its twin: the same 4 objects and 100 Deployments (4 ways of
@@ -13,6 +15,7 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
@@ -32,6 +35,13 @@ use crate::harness::controller::{Profile, Running};
 const NS: &str = "bench-m1";
 const TWIN: &str = "bench-m1-twin";
 const WORKLOADS: usize = 100;
+/// Jobs opted in with `reloader.stakater.com/auto` (suspended: the reload is the object, not its pods).
+const JOBS: usize = 10;
+/// Deployments mounting a CSI volume of a SecretProviderClass: the even ones say only
+/// `secretproviderclass.reloader.stakater.com/auto` (nothing reloads them here: Reloader runs without
+/// `--enable-csi-integration`), the odd ones also `reloader.stakater.com/auto`, which reloads them for
+/// the ConfigMap they use.
+const CSI: usize = 10;
 /// How long one change may take to be written everywhere (Reloader writes at 5 requests/s).
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -41,16 +51,21 @@ type Error = String;
 #[derive(Clone, Debug, Serialize)]
 pub struct Migration {
     pub workloads: usize,
+    /// Of which Jobs.
+    pub jobs: usize,
+    /// Of which Deployments with a CSI volume and Reloader's SecretProviderClass annotation.
+    pub csi_workloads: usize,
     /// Changes Reloader made before the switch.
     pub changes_before: usize,
-    /// wave's workload writes after taking over from Reloader (from its start until it reconciled all).
+    /// wave's workload writes after taking over from Reloader (from its start until it reconciled all):
+    /// patches of Deployments, and deletes and creates of Jobs.
     pub wave_writes: u64,
-    /// After one more change: Deployments whose containers' env is identical to their twin's, which
+    /// After one more change: workloads whose containers' env is identical to their twin's, which
     /// Reloader wrote.
     pub identical_after_change: usize,
-    /// Of those, the Deployments the change reloaded (the others show that neither wrote).
+    /// Of those, the workloads the change reloaded (the others show that neither wrote).
     pub reloaded_by_change: usize,
-    /// The Deployments that differ from their twin, by name (none expected).
+    /// The workloads that differ from their twin, by name (none expected).
     pub differing: Vec<String>,
 }
 
@@ -99,6 +114,45 @@ fn deployment(j: usize) -> Value {
     json!({"metadata": {"name": name, "annotations": annotations},
         "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
             "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}})
+}
+
+/// Job `j`: `reloader.stakater.com/auto`, using `app` (envFrom) and `creds` (env), suspended.
+fn job(j: usize) -> Value {
+    json!({"metadata": {"name": format!("job-{j}"), "annotations": {"reloader.stakater.com/auto": "true"}},
+        "spec": {"suspend": true, "backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "app", "image": "registry.invalid/job:1",
+                "envFrom": [{"configMapRef": {"name": "app"}}],
+                "env": [{"name": "P", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "password"}}}]}]}}}})
+}
+
+/// Deployment `csi-j`: a Secrets Store CSI volume of SecretProviderClass `vault`, and `app` (envFrom);
+/// see [`CSI`] for its annotations.
+fn csi_deployment(j: usize) -> Value {
+    let name = format!("csi-{j}");
+    let mut annotations = json!({"secretproviderclass.reloader.stakater.com/auto": "true"});
+    if j % 2 == 1 {
+        annotations["reloader.stakater.com/auto"] = json!("true");
+    }
+    json!({"metadata": {"name": name, "annotations": annotations},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                "volumes": [{"name": "secrets", "csi": {"driver": "secrets-store.csi.k8s.io", "readOnly": true,
+                    "volumeAttributes": {"secretProviderClass": "vault"}}}],
+                "containers": [{"name": "app", "image": "registry.invalid/app:1",
+                    "envFrom": [{"configMapRef": {"name": "app"}}],
+                    "volumeMounts": [{"name": "secrets", "mountPath": "/mnt/secrets"}]}]}}}})
+}
+
+/// How many workloads of every kind `object` reloads.
+fn reloaded_by(object: &str) -> usize {
+    let deployments = (0..WORKLOADS).filter(|j| reloads(*j, object)).count();
+    let jobs = if matches!(object, "app" | "creds") {
+        JOBS
+    } else {
+        0
+    };
+    let csi = if object == "app" { CSI / 2 } else { 0 };
+    deployments + jobs + csi
 }
 
 /// M1 as [`super::REGISTRY`] runs it, with wave's and reloader's profiles.
@@ -159,27 +213,32 @@ async fn run_on(cluster: &testenv::Cluster, wave: &Profile, reloader: &Profile) 
     // Reloader compatibility is off by default: the switch turns it on.
     let ours = Running::start_with(
         wave,
-        &[format!("--namespaces={NS}"), "--reloader-compat".into()],
+        &[
+            format!("--namespaces={NS}"),
+            "--reloader-compat".into(),
+            "--jobs".into(),
+        ],
         &kubeconfig(wave),
         &log,
     )
     .map_err(|e| format!("starting wave: {e}"))?;
     let metrics = super::migration::metrics_port(wave).ok_or("wave's profile has no metrics address")?;
     let deadline = Instant::now() + Duration::from_secs(300);
-    while super::migration::reconciles(metrics) < WORKLOADS as f64 {
+    while super::migration::reconciles(metrics) < (WORKLOADS + JOBS + CSI) as f64 {
         if Instant::now() > deadline {
             return Err("wave did not reconcile every workload within 5 minutes".into());
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await; // a late write still counts
-    let wave_writes = audit::workload_writes(&audit::count(
+    let counts = audit::count(
         &audit_log,
         &format!("bench-{}", wave.name),
         "-",
         from,
         Timestamp::now(),
-    ));
+    );
+    let wave_writes = audit::workload_writes(&counts) + audit::job_writes(&counts);
 
     let mut theirs = Running::start_with(
         &reloader,
@@ -203,11 +262,13 @@ async fn run_on(cluster: &testenv::Cluster, wave: &Profile, reloader: &Profile) 
         .map(|(name, _)| name.clone())
         .collect();
     Ok(Migration {
-        workloads: WORKLOADS,
+        workloads: WORKLOADS + JOBS + CSI,
+        jobs: JOBS,
+        csi_workloads: CSI,
         changes_before,
         wave_writes,
         identical_after_change: ours.len() - differing.len(),
-        reloaded_by_change: (0..WORKLOADS).filter(|j| reloads(*j, changed)).count(),
+        reloaded_by_change: reloaded_by(changed),
         differing,
     })
 }
@@ -261,13 +322,17 @@ async fn populate(client: &Client, ns: &str) -> Result<(), Error> {
         create(client, ns, name, kind, Value::Object(data)).await?;
     }
     let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    for j in 0..WORKLOADS {
-        api.create(
-            &PostParams::default(),
-            &serde_json::from_value(deployment(j)).unwrap(),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+    let deployments = (0..WORKLOADS).map(deployment).chain((0..CSI).map(csi_deployment));
+    for body in deployments {
+        api.create(&PostParams::default(), &serde_json::from_value(body).unwrap())
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    for j in 0..JOBS {
+        jobs.create(&PostParams::default(), &serde_json::from_value(job(j)).unwrap())
+            .await
+            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -298,7 +363,7 @@ async fn change(client: &Client, namespaces: &[&str], n: usize) -> Result<(), Er
             .collect(),
     );
     let (var, want) = (env_var_name(kind, name), sha(kind, &content));
-    let expected = (0..WORKLOADS).filter(|j| reloads(*j, name)).count();
+    let expected = reloaded_by(name);
     let deadline = Instant::now() + CHANGE_TIMEOUT;
     for ns in namespaces {
         loop {
@@ -353,25 +418,41 @@ async fn until_listening(client: &Client, running: &mut Running) -> Result<(), E
     Err("Reloader never reloaded the canary within 5 minutes".into())
 }
 
-/// Every Deployment's containers' env (`name`, `value`) in order, by Deployment name (the canary left
-/// out).
+/// Every Deployment's and Job's containers' env (`name`, `value`) in order, by workload name (the canary
+/// left out). A Job between Reloader's delete and its create is missing, and so counts as unmarked.
 async fn containers_by_name(
     client: &Client,
     ns: &str,
 ) -> Result<std::collections::BTreeMap<String, Vec<(String, String)>>, Error> {
-    let list = Api::<Deployment>::namespaced(client.clone(), ns)
+    let deployments = Api::<Deployment>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await
-        .map_err(|e| e.to_string())?;
-    Ok(list
+        .map_err(|e| e.to_string())?
         .items
         .into_iter()
-        .filter(|d| d.metadata.name.as_deref() != Some("canary"))
         .map(|d| {
-            let name = d.metadata.name.clone().unwrap_or_default();
-            let env = d
-                .spec
-                .and_then(|s| s.template.spec)
+            (
+                d.metadata.name.unwrap_or_default(),
+                d.spec.and_then(|s| s.template.spec),
+            )
+        });
+    let jobs = Api::<Job>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?
+        .items
+        .into_iter()
+        .map(|j| {
+            (
+                j.metadata.name.unwrap_or_default(),
+                j.spec.and_then(|s| s.template.spec),
+            )
+        });
+    Ok(deployments
+        .chain(jobs)
+        .filter(|(name, _)| name != "canary")
+        .map(|(name, spec)| {
+            let env = spec
                 .map(|s| {
                     s.containers
                         .into_iter()
