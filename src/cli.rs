@@ -743,7 +743,7 @@ pub struct ReloaderArgs {
 /// `--webhook-url` (docs/migrating-from-reloader.md, "Alerts and --webhook-url"). The URLs are checked
 /// after parsing ([`ReloaderPosts::check`]): a parser's error would print them, and a chat webhook's URL
 /// carries its token.
-#[derive(Clone, Debug, clap::Args)]
+#[derive(Clone, clap::Args)]
 pub struct ReloaderPosts {
     /// Reloader's `ALERT_ON_RELOAD`: after each reload of a Reloader-annotated workload, post Reloader's
     /// alert to `--alert-webhook-url`. Sent after the write and never in its way: tried 3 times, then
@@ -794,6 +794,31 @@ pub struct ReloaderPosts {
     )]
     webhook_url: Option<String>,
 }
+
+/// The URLs are credentials: printed as whether they are set, never as they are.
+impl std::fmt::Debug for ReloaderPosts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = |value: &Option<String>| value.as_ref().map(|_| "<set>");
+        f.debug_struct("ReloaderPosts")
+            .field("alert_on_reload", &self.alert_on_reload)
+            .field("alert_sink", &self.alert_sink)
+            .field("alert_webhook_url", &set(&self.alert_webhook_url))
+            .field("alert_webhook_proxy", &set(&self.alert_webhook_proxy))
+            .field("alert_additional_info", &self.alert_additional_info)
+            .field("webhook_url", &set(&self.webhook_url))
+            .finish()
+    }
+}
+
+/// Reloader's own names of its alert settings: wave reads them with `WAVE_` in front, and says so at
+/// start-up when it finds them set (never their values).
+const RELOADER_ALERT_ENV: [&str; 5] = [
+    "ALERT_ON_RELOAD",
+    "ALERT_SINK",
+    "ALERT_WEBHOOK_URL",
+    "ALERT_WEBHOOK_PROXY",
+    "ALERT_ADDITIONAL_INFO",
+];
 
 impl ReloaderPosts {
     /// Refuses a URL that can never be posted to, naming the flag and what is wrong, never the URL.
@@ -993,6 +1018,10 @@ impl RunArgs {
             config_history: config_writes.config_history,
             legacy_wave_cleanup: config_writes.legacy_wave_cleanup,
 
+            unread_reloader_env: RELOADER_ALERT_ENV
+                .into_iter()
+                .filter(|name| std::env::var_os(name).is_some())
+                .collect(),
             alert: reloader.posts.alert().filter(|_| reloader.compat.reloader_compat),
             webhook_url: reloader
                 .posts

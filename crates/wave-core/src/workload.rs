@@ -73,6 +73,8 @@ pub struct Workload {
     /// Whoever last set `spec.paused` also wrote Reloader's `paused-at` (`managedFields`): the pause is
     /// a reload's (wave's, or Reloader's before the switch), not the user's (`reloader::pause`).
     pub reload_paused: bool,
+    /// It has a controller (an owner reference with `controller: true`): a CronJob's Job, say.
+    pub controlled: bool,
 }
 
 /// Whether one field manager owns both `spec.paused` and the `paused-at` annotation: the pause a
@@ -165,6 +167,11 @@ impl Workload {
             annotations: meta.annotations.unwrap_or_default(),
             template,
             reload_paused,
+            controlled: meta
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true)),
             progress: Progress::default(),
             template_from: None,
         }
@@ -299,6 +306,7 @@ pub(crate) mod testing {
             legacy_finalizer: false,
             template_from: None,
             reload_paused: false,
+            controlled: false,
         }
     }
 }

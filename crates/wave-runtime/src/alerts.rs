@@ -49,6 +49,9 @@ const FIRST_RETRY: Duration = Duration::from_secs(1);
 const TIMEOUT: Duration = Duration::from_secs(10);
 /// The `sink` label of `--webhook-url`'s posts.
 const WEBHOOK_URL: &str = "webhook-url";
+/// Objects whose last `--webhook-url` post is remembered, at most; past that the memory starts afresh
+/// (the cost: one object's change may be posted once more, by another workload it reloads).
+const POSTED_CAP: usize = 4096;
 
 /// Where one letter goes.
 #[derive(Clone, Copy, Debug)]
@@ -138,6 +141,9 @@ impl Outbox {
             if posted.get(changed).is_some_and(|last| last == sha) {
                 return false;
             }
+            if posted.len() >= POSTED_CAP {
+                posted.clear();
+            }
             posted.insert(changed.clone(), sha.to_string());
         }
         self.queue(To::WebhookUrl, webhook_post());
@@ -204,6 +210,11 @@ impl Route {
                 original,
                 Sender::Direct(Client::builder(TokioExecutor::new()).build(builder().wrap_connector(http))),
             ),
+            Some(proxy) if proxy.uri().scheme_str() != Some("http") => {
+                return Err(AlertError::Url(
+                    "the proxy must be an http:// address (wave reaches it with CONNECT, in plain HTTP)",
+                ));
+            }
             Some(proxy) => {
                 let mut tunnel = Tunnel::new(without_userinfo(proxy.uri())?, http);
                 if let Some(auth) = basic_auth(proxy.uri()) {
@@ -292,15 +303,40 @@ fn without_userinfo(uri: &Uri) -> Result<Uri, AlertError> {
         .map_err(|_| AlertError::Url("the proxy URL is malformed"))
 }
 
-/// `Proxy-Authorization` from a proxy URL's `user:password@`, as Go's HTTP client sends it.
+/// `Proxy-Authorization` from a proxy URL's `user:password@`, percent-decoded, as Go's HTTP client
+/// sends it.
 fn basic_auth(uri: &Uri) -> Option<HeaderValue> {
     use base64::Engine as _;
     let authority = uri.authority()?.as_str();
     let (userinfo, _) = authority.rsplit_once('@')?;
-    let token = base64::engine::general_purpose::STANDARD.encode(userinfo);
+    let token = base64::engine::general_purpose::STANDARD.encode(percent_decoded(userinfo));
     let mut value = HeaderValue::from_str(&format!("Basic {token}")).ok()?;
     value.set_sensitive(true);
     Some(value)
+}
+
+/// `%XX` escapes turned back into bytes (a password with `@` or `:` in a URL is written `%40`, `%3A`).
+fn percent_decoded(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// The sender task: one letter at a time, each tried up to [`ATTEMPTS`] times.
@@ -389,6 +425,18 @@ mod tests {
         // base64("me:s3cret")
         assert_eq!(basic_auth(proxy.uri()).unwrap(), "Basic bWU6czNjcmV0");
         assert!(basic_auth(url("http://proxy.example:3128").uri()).is_none());
+        // base64("me:p@ss:w")
+        let escaped = url("http://me:p%40ss%3Aw@proxy.example:3128");
+        assert_eq!(basic_auth(escaped.uri()).unwrap(), "Basic bWU6cEBzczp3");
+    }
+
+    #[tokio::test]
+    async fn an_https_proxy_is_refused_at_start_up() {
+        let refused = Route::new(
+            &url("http://sink.example/x"),
+            Some(&url("https://proxy.example:3128")),
+        );
+        assert!(matches!(refused, Err(AlertError::Url(why)) if why.contains("http://")));
     }
 
     #[test]

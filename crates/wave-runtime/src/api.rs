@@ -93,22 +93,23 @@ pub enum JobStart {
     Existed,
 }
 
-/// Creates a named Job (a reload of a CronJob opted in through Reloader's annotations). A 409
-/// AlreadyExists is [`JobStart::Existed`], not an error: it is what a retry of a create that landed
-/// gets. The Job is not read back (wave has no `get` on Jobs); a Job of that exact name, which hashes
-/// the CronJob's uid and the config's version, can only have been made by someone who meant it.
+/// Creates a named Job: the Job a CronJob's reload starts, or a Job created again (both opted in
+/// through Reloader's annotations). A 409 AlreadyExists is [`JobStart::Existed`], not an error: it is
+/// what a retry of a create that landed gets. The Job is sent as the JSON it is (no typed round trip,
+/// which would drop fields newer than wave's API types). With `dry_run`, the apiserver runs admission
+/// and validation and stores nothing.
 pub async fn create_job(
     client: &Client,
     namespace: &str,
     job: &serde_json::Value,
+    dry_run: bool,
 ) -> Result<JobStart, kube::Error> {
-    let job: k8s_openapi::api::batch::v1::Job =
-        serde_json::from_value(job.clone()).map_err(kube::Error::SerdeError)?;
+    let job: DynamicObject = serde_json::from_value(job.clone()).map_err(kube::Error::SerdeError)?;
     let params = PostParams {
         field_manager: Some(names::FIELD_MANAGER.into()),
-        ..Default::default()
+        dry_run,
     };
-    match Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), namespace)
+    match workload_api(client, WorkloadKind::JOB, Some(namespace))
         .create(&params, &job)
         .await
     {

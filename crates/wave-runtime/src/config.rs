@@ -77,6 +77,9 @@ pub struct Config {
     pub alert: Option<AlertConfig>,
     /// With `--reloader-compat`: Reloader's `--webhook-url`, posted to instead of reloading.
     pub webhook_url: Option<SinkUrl>,
+    /// Reloader's own alert variables (`ALERT_ON_RELOAD`, …) found set: wave reads `WAVE_ALERT_*`, and
+    /// warns at start-up that these are not read.
+    pub unread_reloader_env: Vec<&'static str>,
     /// `--own-deployment`: wave's own Deployment, where start-up warnings are published as Events.
     pub own_deployment: Option<wave_core::workload::WorkloadRef>,
     /// `--cross-namespace-references`: whether `extra-*` may name config in another namespace.

@@ -54,14 +54,12 @@ impl AlertSink {
         }
     }
 
-    /// Whether an answer with this status means the sink took the alert: Reloader takes any status below
-    /// 400 from Slack and raw webhooks, and only 200 from Teams and Google Chat. A redirect is never
-    /// followed (Reloader's `redirectPolicy`: a redirected webhook is taken for a wrong token).
+    /// Whether an answer with this status means the sink took the alert: any 2xx. (Reloader logs an
+    /// error for a Teams or Google Chat answer other than 200, though Teams' Workflows webhooks answer
+    /// 202; a retry would post the alert again.) A redirect is never followed (Reloader's
+    /// `redirectPolicy`: a redirected webhook is taken for a wrong token), so a 3xx is a failure.
     pub fn accepts(self, status: u16) -> bool {
-        match self {
-            AlertSink::Slack | AlertSink::Raw => status < 300,
-            AlertSink::Teams | AlertSink::GoogleChat => status == 200,
-        }
+        (200..300).contains(&status)
     }
 }
 

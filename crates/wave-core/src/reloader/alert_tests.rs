@@ -88,11 +88,7 @@ fn the_sink_is_read_as_reloader_reads_it_and_anything_unknown_is_raw() {
 }
 
 #[test]
-fn teams_and_google_chat_take_only_200_and_no_sink_takes_a_redirect() {
-    assert!(AlertSink::Slack.accepts(204));
-    assert!(AlertSink::Raw.accepts(202));
-    assert!(!AlertSink::Teams.accepts(202));
-    assert!(!AlertSink::GoogleChat.accepts(204));
+fn every_sink_takes_any_2xx_so_a_202_from_teams_is_not_posted_again_and_none_takes_a_redirect() {
     for sink in [
         AlertSink::Slack,
         AlertSink::Teams,
@@ -100,14 +96,15 @@ fn teams_and_google_chat_take_only_200_and_no_sink_takes_a_redirect() {
         AlertSink::Raw,
     ] {
         assert!(sink.accepts(200));
+        assert!(sink.accepts(202), "Teams' Workflows webhooks answer 202");
         assert!(!sink.accepts(302));
+        assert!(!sink.accepts(404));
         assert!(!sink.accepts(500));
     }
 }
 
 #[test]
-fn the_webhook_url_body_is_reloaders_and_names_nothing() {
-    let post = webhook_post();
-    assert_eq!(post.content_type, "application/json");
-    assert_eq!(post.body, br#"{"webhook":"update successful"}"#);
+fn the_webhook_url_post_is_json() {
+    // The body itself is checked against Reloader's in the e2e test, as the receiver got it.
+    assert_eq!(webhook_post().content_type, "application/json");
 }

@@ -169,7 +169,7 @@ const JOB_CONTROLLER_LABELS: [&str; 4] = [
 /// controller's labels on the template) and without its selector, which the apiserver generates
 /// again. One difference: a Job with `spec.manualSelector: true` keeps its selector and labels, which
 /// its creator chose (Reloader drops them, and the create is refused after the delete).
-pub fn job_recreated(job: &Value, workload: &Workload, marks: &[Mark]) -> Value {
+pub fn job_recreated(job: &Value, marks: &[Mark]) -> Value {
     let mut new = job.clone();
     if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
         for field in [
@@ -188,19 +188,76 @@ pub fn job_recreated(job: &Value, workload: &Workload, marks: &[Mark]) -> Value 
     if let Some(object) = new.as_object_mut() {
         object.remove("status");
     }
-    let mut template = workload.template.typed();
-    apply_marks(&mut template, marks);
     let manual = job.pointer("/spec/manualSelector").and_then(Value::as_bool) == Some(true);
     if !manual {
-        if let Some(labels) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+        if let Some(labels) = new
+            .pointer_mut("/spec/template/metadata/labels")
+            .and_then(Value::as_object_mut)
+        {
             labels.retain(|key, _| !JOB_CONTROLLER_LABELS.contains(&key.as_str()));
         }
         if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
             spec.remove("selector");
         }
     }
-    new["spec"]["template"] = serde_json::to_value(&template).unwrap_or_default();
+    // The marks go into the object as read, not through typed structs, so that no field newer than
+    // wave's API types is lost.
+    if let Some(template) = new.pointer_mut("/spec/template") {
+        apply_marks_json(template, marks);
+    }
     new
+}
+
+/// [`apply_marks`] on a pod template as JSON.
+fn apply_marks_json(template: &mut Value, marks: &[Mark]) {
+    fn env_of<'a>(template: &'a mut Value, container: &str) -> Option<&'a mut Vec<Value>> {
+        let c = template
+            .pointer_mut("/spec/containers")?
+            .as_array_mut()?
+            .iter_mut()
+            .find(|c| c.get("name").and_then(Value::as_str) == Some(container))?
+            .as_object_mut()?;
+        c.entry("env").or_insert_with(|| json!([])).as_array_mut()
+    }
+    for mark in marks {
+        match mark {
+            Mark::EnvVar {
+                container,
+                name,
+                value,
+            } => {
+                if let Some(env) = env_of(template, container) {
+                    match env
+                        .iter_mut()
+                        .find(|e| e.get("name").and_then(Value::as_str) == Some(name.as_str()))
+                    {
+                        Some(e) => *e = json!({"name": name, "value": value}),
+                        None => env.push(json!({"name": name, "value": value})),
+                    }
+                }
+            }
+            Mark::RemoveEnvVar { container, name } => {
+                if let Some(env) = env_of(template, container) {
+                    env.retain(|e| e.get("name").and_then(Value::as_str) != Some(name.as_str()));
+                }
+            }
+            Mark::Annotation(source) => {
+                let value = serde_json::to_string(source).unwrap_or_default();
+                if let Some(meta) = template
+                    .as_object_mut()
+                    .map(|t| t.entry("metadata").or_insert_with(|| json!({})))
+                {
+                    if let Some(annotations) = meta
+                        .as_object_mut()
+                        .map(|m| m.entry("annotations").or_insert_with(|| json!({})))
+                        .and_then(Value::as_object_mut)
+                    {
+                        annotations.insert(names::LAST_RELOADED_FROM.to_string(), json!(value));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The annotation of a Job started by hand from a CronJob.

@@ -237,7 +237,8 @@ fn stored_job(manual_selector: bool) -> serde_json::Value {
             "template": {"metadata": {"labels": {"batch.kubernetes.io/controller-uid": "old-uid",
                     "controller-uid": "old-uid", "batch.kubernetes.io/job-name": "migrate",
                     "job-name": "migrate", "app": "migrate"}},
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}},
+                "spec": {"restartPolicy": "Never", "futureField": {"x": 1},
+                    "containers": [{"name": "c", "image": "busybox", "env": [{"name": "A", "value": "1"}]}]}}},
         "status": {"succeeded": 1}
     })
 }
@@ -255,7 +256,7 @@ fn a_job_is_created_again_with_the_mark_and_without_what_its_first_creation_set(
         name: "STAKATER_APP_CONFIGMAP".into(),
         value: "sha".into(),
     };
-    let job = job_recreated(&stored, &w, &[mark]);
+    let job = job_recreated(&stored, &[mark]);
     assert_eq!(
         job["metadata"],
         json!({"name": "migrate", "namespace": "ns", "labels": {"team": "a"},
@@ -270,15 +271,34 @@ fn a_job_is_created_again_with_the_mark_and_without_what_its_first_creation_set(
     );
     assert_eq!(
         job["spec"]["template"]["spec"]["containers"][0]["env"],
-        json!([{"name": "STAKATER_APP_CONFIGMAP", "value": "sha"}])
+        json!([{"name": "A", "value": "1"}, {"name": "STAKATER_APP_CONFIGMAP", "value": "sha"}])
+    );
+    assert_eq!(
+        job["spec"]["template"]["spec"]["futureField"],
+        json!({"x": 1}),
+        "a field wave's API types do not know is kept"
+    );
+    let source = ReloadSource {
+        type_: "CONFIGMAP".into(),
+        name: "app".into(),
+        namespace: "ns".into(),
+        hash: "sha".into(),
+        container_refs: vec!["c".into()],
+        observed_at: 1,
+    };
+    let annotated = job_recreated(&stored, &[Mark::Annotation(source)]);
+    assert!(
+        annotated["spec"]["template"]["metadata"]["annotations"][names::LAST_RELOADED_FROM]
+            .as_str()
+            .unwrap()
+            .contains(r#""name":"app""#)
     );
 }
 
 #[test]
 fn a_job_with_a_manual_selector_keeps_its_selector_and_labels() {
     let stored = stored_job(true);
-    let w = job_view(&stored);
-    let job = job_recreated(&stored, &w, &[]);
+    let job = job_recreated(&stored, &[]);
     assert_eq!(job["spec"]["selector"], stored["spec"]["selector"]);
     assert_eq!(
         job["spec"]["template"]["metadata"]["labels"],
@@ -287,15 +307,35 @@ fn a_job_with_a_manual_selector_keeps_its_selector_and_labels() {
 }
 
 #[test]
-fn wave_s_own_annotation_means_nothing_on_a_job_and_ignored_workload_types_jobs_leaves_it_alone() {
+fn a_job_that_says_wave_s_annotation_or_has_a_controller_or_is_ignored_is_left_alone() {
     let mut stored = stored_job(false);
-    stored["metadata"]["annotations"] = json!({"wave.pusher.com/update-on-config-change": "true"});
-    let w = job_view(&stored);
-    assert!(!w.is_opted_in(), "a Job's template cannot change");
-    let reloader_job = job_view(&stored_job(false));
-    let options = Options {
+    stored["metadata"]["annotations"]["wave.pusher.com/update-on-config-change"] = json!("true");
+    let both = job_view(&stored);
+    assert!(!both.is_opted_in(), "a Job's template cannot change");
+    assert!(
+        selection(&both, &Options::default()).is_none(),
+        "wave's annotation wins, as on any kind"
+    );
+    let mut wave_only = stored.clone();
+    wave_only["metadata"]["annotations"] = json!({"wave.pusher.com/update-on-config-change": "true"});
+    let all = Options {
+        auto_reload_all: true,
+        ..Options::default()
+    };
+    assert!(
+        selection(&job_view(&wave_only), &all).is_none(),
+        "not even under --auto-reload-all"
+    );
+    let mut owned = stored_job(false);
+    owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "u", "controller": true}]);
+    assert!(
+        selection(&job_view(&owned), &Options::default()).is_none(),
+        "a CronJob's Job"
+    );
+    let ignoring = Options {
         ignore_jobs: true,
         ..Options::default()
     };
-    assert!(selection(&reloader_job, &options).is_none());
+    assert!(selection(&job_view(&stored_job(false)), &ignoring).is_none());
+    assert!(selection(&job_view(&stored_job(false)), &Options::default()).is_some());
 }

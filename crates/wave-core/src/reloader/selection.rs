@@ -153,9 +153,14 @@ pub fn selection(workload: &Workload, options: &Options) -> Option<Selection> {
         || kind == WorkloadKind::ROLLOUT
         || kind == WorkloadKind::CRON_JOB
         || kind == WorkloadKind::JOB;
-    // `--ignored-workload-types=cronjobs` or `jobs`, as Reloader's `doRollingUpgrade` skips them.
+    // `--ignored-workload-types=cronjobs` or `jobs`, as Reloader's `doRollingUpgrade` skips them. And,
+    // unlike Reloader, a Job that says wave's own annotation (which wave cannot act on: a Job's template
+    // cannot change) or that a controller made (a CronJob's: its history would run again) is left alone.
     let ignored = (kind == WorkloadKind::CRON_JOB && options.ignore_cron_jobs)
-        || (kind == WorkloadKind::JOB && options.ignore_jobs);
+        || (kind == WorkloadKind::JOB
+            && (options.ignore_jobs
+                || workload.controlled
+                || crate::refs::is_opted_in(&workload.annotations)));
     if workload.is_opted_in() || !reloadable || ignored {
         return None;
     }

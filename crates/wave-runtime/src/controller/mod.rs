@@ -170,6 +170,16 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         tracing::warn!(
             "--webhook-url is set: a change that would reload a Reloader-annotated workload is posted there, and nothing is written to it"
         );
+        if config.alert.is_some() {
+            tracing::warn!(
+                "--alert-on-reload is set too: with --webhook-url nothing is reloaded, so no alert is sent"
+            );
+        }
+    }
+    for name in &config.unread_reloader_env {
+        tracing::warn!(
+            "Stakater Reloader's {name} is set, and wave does not read it: wave's setting is WAVE_{name}"
+        );
     }
 
     let shutdown = CancellationToken::new();

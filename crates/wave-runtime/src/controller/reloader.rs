@@ -46,6 +46,7 @@ use crate::api::{self, PatchStyle};
 use crate::error::ReconcileError;
 use crate::events::EventType;
 use crate::metrics::KindLabel;
+use crate::state::bookkeeping::PendingJob;
 use crate::state::{Context, memory};
 
 /// Reconciles `workload`, which opted in through Reloader's annotations.
@@ -258,7 +259,7 @@ async fn start_job(
     };
     let name = reloader::job_name(workload, decision, &versions);
     let job = reloader::job_from_cron_job(&cron_job.data, workload, &decision.marks, &name);
-    let started = api::create_job(&ctx.client, &id.namespace, &job)
+    let started = api::create_job(&ctx.client, &id.namespace, &job, false)
         .await
         .map_err(|source| ReconcileError::PatchWorkload {
             workload: id.clone(),
@@ -277,11 +278,18 @@ async fn start_job(
 
 /// Creates Job `workload` again with the decision's marks, as Reloader's `ReCreateJobFromjob` does: the
 /// Job is deleted (its pods in the background) and created under the same name
-/// (`wave_core::reloader::job_recreated`). A token and the lease first, like every write. The delete
-/// holds only if the Job is still the one read (its uid and resourceVersion as preconditions), so a
-/// Job edited, opted out or re-created meanwhile is re-read and planned again, never deleted. Between
-/// the delete and the create the Job exists only in wave's memory ([`PendingJobs`]): the create is
-/// tried until it lands ([`create_pending_job`]).
+/// (`wave_core::reloader::job_recreated`). A token and the lease first, like every write. Before it
+/// deletes anything:
+/// - a Job being deleted already (by its owner, its TTL, a user, its namespace) is left to go;
+/// - the new Job is created with `dryRun`: the apiserver's answer 409 AlreadyExists means admission and
+///   validation took it, so a create that would be refused (a policy, a quota's rules, a field) is found
+///   while the old Job still exists, and nothing is deleted;
+/// - the Job to create is kept ([`PendingJobs`]), so that a delete whose answer is lost does not lose it.
+///
+/// The delete holds only if the Job is still the one read (its uid and resourceVersion as
+/// preconditions), so a Job edited, opted out or re-created meanwhile is re-read and planned again,
+/// never deleted. Then [`create_pending_job`] creates it; until that lands, the Job exists only in
+/// wave's memory, and every reconcile of it tries again ([`finish_recreation`]).
 ///
 /// [`PendingJobs`]: crate::state::bookkeeping::PendingJobs
 async fn recreate_job(
@@ -293,16 +301,13 @@ async fn recreate_job(
     if let Err(outcome) = write::ready(ctx, id, What::Reload(PatchStyle::Merge)).await {
         return Ok(Patched::Not(outcome));
     }
-    let job = match api::workload_api(&ctx.client, id.kind, Some(&id.namespace))
-        .get_opt(&id.name)
-        .await
-        .map_err(|source| ReconcileError::GetWorkload {
-            workload: id.clone(),
-            source: Box::new(source),
-        })? {
-        Some(job) => job,
-        None => return Ok(Patched::Not(Outcome::Gone)),
+    let Some(job) = read_job(ctx, id).await? else {
+        return Ok(Patched::Not(Outcome::Gone));
     };
+    if job.metadata.deletion_timestamp.is_some() {
+        tracing::info!(workload = %id, "the Job is being deleted; it is not created again");
+        return Ok(Patched::Not(Outcome::Noop));
+    }
     let uid = job.metadata.uid.clone().unwrap_or_default();
     let version = job.metadata.resource_version.clone().unwrap_or_default();
     if uid != workload.uid || version != workload.resource_version {
@@ -310,82 +315,110 @@ async fn recreate_job(
         return Ok(Patched::Conflict);
     }
     let stored = serde_json::to_value(&job).unwrap_or_default();
-    let manifest = reloader::job_recreated(&stored, workload, &decision.marks);
-    match api::delete_job(&ctx.client, &id.namespace, &id.name, &uid, &version).await {
-        Ok(api::JobDelete::Deleted) => {}
-        Ok(api::JobDelete::Gone) => return Ok(Patched::Not(Outcome::Gone)),
-        Ok(api::JobDelete::Changed) => return Ok(Patched::Conflict),
+    let manifest = reloader::job_recreated(&stored, &decision.marks);
+    let refused = |source: kube::Error, step: &'static str, words: &str| {
+        write::failed(
+            ctx,
+            workload,
+            words,
+            &source,
+            "The Job was left as it is. ",
+            false,
+        );
+        ReconcileError::RecreateJob {
+            workload: id.clone(),
+            step,
+            source: Box::new(source),
+        }
+    };
+    match api::create_job(&ctx.client, &id.namespace, &manifest, true).await {
+        Ok(api::JobStart::Existed) => {}
+        // Created in a dry run: the old Job is gone since it was read. Plan again on what is there.
+        Ok(api::JobStart::Created) => return Ok(Patched::Conflict),
         Err(source) => {
-            write::failed(
-                ctx,
-                workload,
-                "Deleting the Job to create it again",
-                &source,
-                "",
-                false,
-            );
-            return Err(ReconcileError::RecreateJob {
-                workload: id.clone(),
-                step: "deleting",
-                source: Box::new(source),
-            });
+            return Err(refused(
+                source,
+                "checking (dry run) the create of",
+                "Creating the Job again (dry run)",
+            ));
         }
     }
     ctx.pending_jobs.hold(
         id,
-        crate::state::bookkeeping::PendingJob {
+        PendingJob {
             job: workload.clone(),
-            old_uid: uid,
+            old_uid: uid.clone(),
             manifest,
+            decision: decision.clone(),
         },
     );
-    create_pending_job(ctx, id).await
+    match api::delete_job(&ctx.client, &id.namespace, &id.name, &uid, &version).await {
+        Ok(api::JobDelete::Deleted) => {}
+        Ok(api::JobDelete::Gone) => {
+            ctx.pending_jobs.done(id);
+            return Ok(Patched::Not(Outcome::Gone));
+        }
+        Ok(api::JobDelete::Changed) => {
+            ctx.pending_jobs.done(id);
+            return Ok(Patched::Conflict);
+        }
+        // Kept pending: the delete may have landed with its answer lost; the next look finds out.
+        Err(source) => return Err(refused(source, "deleting", "Deleting the Job to create it again")),
+    }
+    Ok(match create_pending_job(ctx, id).await? {
+        Created::Now => Patched::Written,
+        Created::Not(outcome) => Patched::Not(outcome),
+    })
 }
 
-/// How many times a Job is created at once after its delete, before the reconcile gives up to the
-/// worker's backoff (which comes back here through [`finish_recreation`]).
-const CREATE_ATTEMPTS: u32 = 3;
+/// How long a Job that is still being deleted (a finalizer holds it) is left before wave looks again.
+const TERMINATING_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Creates the Job deleted for `id` ([`recreate_job`]), if one is pending: [`CREATE_ATTEMPTS`] tries,
-/// 0.5 s then 1 s apart. `Written` once it is created; `Not(Noop)` when a Job of that name appeared by
-/// other hands (it is kept, and nothing is created); an error while it cannot be created, after a
-/// Warning Event (once), so that the worker tries again with backoff.
-async fn create_pending_job(ctx: &Context, id: &WorkloadRef) -> Result<Patched, ReconcileError> {
+/// What became of a pending Job.
+enum Created {
+    /// It was created now.
+    Now,
+    /// It was not: why, and when to look again.
+    Not(Outcome),
+}
+
+/// One try at creating the Job deleted for `id` ([`recreate_job`]), if one is pending, without waiting
+/// in the reconcile: the Job as it stands decides.
+/// - The old one is there and not being deleted: the delete never landed. Nothing is pending; the Job
+///   is planned again as it is.
+/// - The old one is still being deleted (a finalizer): look again shortly.
+/// - Another Job of that name is there (its owner's, a user's): it is kept, and nothing is created.
+/// - None: create it. Refused, the worker tries again with backoff (a Warning Event says so, once);
+///   refused because its namespace is gone or going, nothing is left to create it in.
+async fn create_pending_job(ctx: &Context, id: &WorkloadRef) -> Result<Created, ReconcileError> {
     let Some(pending) = ctx.pending_jobs.get(id) else {
-        return Ok(Patched::Not(Outcome::Noop));
+        return Ok(Created::Not(Outcome::Noop));
     };
-    let mut wait = std::time::Duration::from_millis(500);
-    let mut attempt = 1;
-    loop {
-        let error = match api::create_job(&ctx.client, &id.namespace, &pending.manifest).await {
-            Ok(api::JobStart::Created) => {
-                ctx.pending_jobs.done(id);
-                ctx.write_failures.forget(id);
-                return Ok(Patched::Written);
-            }
-            Ok(api::JobStart::Existed) => {
-                let existing = api::workload_api(&ctx.client, id.kind, Some(&id.namespace))
-                    .get_opt(&id.name)
-                    .await;
-                match existing {
-                    Ok(Some(job)) if job.metadata.uid.as_deref() == Some(pending.old_uid.as_str()) => {
-                        // The old Job is still terminating (a finalizer holds it): try again shortly.
-                        None
-                    }
-                    Ok(_) => {
-                        tracing::info!(workload = %id, "a Job of this name was created meanwhile; it is kept, and wave creates none");
-                        ctx.pending_jobs.done(id);
-                        return Ok(Patched::Not(Outcome::Noop));
-                    }
-                    Err(source) => Some(source),
-                }
-            }
-            Err(source) => Some(source),
-        };
-        if attempt == CREATE_ATTEMPTS {
-            let Some(source) = error else {
-                return Ok(Patched::Not(Outcome::Waiting(wait)));
-            };
+    if let Some(existing) = read_job(ctx, id).await? {
+        let old = existing.metadata.uid.as_deref() == Some(pending.old_uid.as_str());
+        if old && existing.metadata.deletion_timestamp.is_some() {
+            return Ok(Created::Not(Outcome::Waiting(TERMINATING_RECHECK)));
+        }
+        ctx.pending_jobs.done(id);
+        if !old {
+            tracing::info!(workload = %id, "a Job of this name was created meanwhile; it is kept, and wave creates none");
+        }
+        return Ok(Created::Not(Outcome::Noop));
+    }
+    match api::create_job(&ctx.client, &id.namespace, &pending.manifest, false).await {
+        Ok(api::JobStart::Created) => {
+            ctx.pending_jobs.done(id);
+            ctx.write_failures.forget(id);
+            Ok(Created::Now)
+        }
+        // Created between the read and the create: the next look sees whose it is.
+        Ok(api::JobStart::Existed) => Ok(Created::Not(Outcome::Waiting(TERMINATING_RECHECK))),
+        Err(source) if namespace_gone(&source) => {
+            tracing::warn!(workload = %id, "the Job's namespace is gone or being deleted; the Job is not created again");
+            ctx.pending_jobs.done(id);
+            Ok(Created::Not(Outcome::Gone))
+        }
+        Err(source) => {
             write::failed(
                 ctx,
                 &pending.job,
@@ -394,33 +427,66 @@ async fn create_pending_job(ctx: &Context, id: &WorkloadRef) -> Result<Patched, 
                 "wave holds the Job to create and keeps trying; ",
                 false,
             );
-            return Err(ReconcileError::RecreateJob {
+            Err(ReconcileError::RecreateJob {
                 workload: id.clone(),
                 step: "creating again",
                 source: Box::new(source),
-            });
+            })
         }
-        tokio::time::sleep(wait).await;
-        wait *= 2;
-        attempt += 1;
     }
 }
 
-/// For a Job deleted to be created again whose create has not landed yet: creates it now (see
-/// [`create_pending_job`]). `None` when none is pending for `id`. Called before anything else for a
-/// Job, since the watches no longer show it.
+/// Whether a create was refused because the namespace is gone (404) or being deleted (403, whose
+/// message the apiserver words this way since namespaces have had a lifecycle).
+fn namespace_gone(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => {
+            status.code == 404 || (status.code == 403 && status.message.contains("is being terminated"))
+        }
+        _ => false,
+    }
+}
+
+/// The Job `id` as stored, if it exists.
+async fn read_job(
+    ctx: &Context,
+    id: &WorkloadRef,
+) -> Result<Option<kube::api::DynamicObject>, ReconcileError> {
+    api::workload_api(&ctx.client, id.kind, Some(&id.namespace))
+        .get_opt(&id.name)
+        .await
+        .map_err(|source| ReconcileError::GetWorkload {
+            workload: id.clone(),
+            source: Box::new(source),
+        })
+}
+
+/// For a Job deleted to be created again whose create has not landed yet: tries it now (see
+/// [`create_pending_job`]), and once it lands says so as a reload does. `None` when none is pending for
+/// `id`, or when its delete turned out not to have landed: then it is planned as usual. Called before
+/// anything else for a Job, since the watches no longer show it.
 pub async fn finish_recreation(ctx: &Context, id: &WorkloadRef) -> Result<Option<Outcome>, ReconcileError> {
-    if id.kind != WorkloadKind::JOB || ctx.pending_jobs.get(id).is_none() {
+    if id.kind != WorkloadKind::JOB {
         return Ok(None);
     }
-    Ok(Some(match create_pending_job(ctx, id).await? {
-        Patched::Written => {
-            tracing::info!(workload = %id, "created the Job again");
-            Outcome::Written
+    let Some(pending) = ctx.pending_jobs.get(id) else {
+        return Ok(None);
+    };
+    match create_pending_job(ctx, id).await? {
+        Created::Now => {
+            ctx.coalescer().record(id, Instant::now());
+            after_write(ctx, &pending.job, &pending.decision, None);
+            record_seen(
+                ctx,
+                id,
+                pending.decision.observed.clone(),
+                pending.decision.observed.len(),
+            );
+            Ok(Some(Outcome::Written))
         }
-        Patched::Not(outcome) => outcome,
-        Patched::Conflict => Outcome::Noop,
-    }))
+        Created::Not(Outcome::Noop) => Ok(None),
+        Created::Not(outcome) => Ok(Some(outcome)),
+    }
 }
 
 /// The targets as optional references to every key: what the content cache and the flap breaker take.

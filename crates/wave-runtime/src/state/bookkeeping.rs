@@ -660,11 +660,15 @@ pub struct PendingJob {
     pub old_uid: String,
     /// The Job to create.
     pub manifest: serde_json::Value,
+    /// The reload it carries: said (Event, alert, metrics) once the Job is created.
+    pub decision: wave_core::reloader::Decision,
 }
 
-/// The Jobs wave deleted to create again and has not created yet (`controller::reloader`). In memory
-/// only: wave holds the only copy between the delete and the create, so a create that fails is tried
-/// again, with backoff, until it lands or a Job of that name appears by other hands.
+/// The Jobs wave deletes to create again and has not created yet (`controller::reloader`), held from
+/// just before the delete. In memory only: wave holds the only copy between the delete and the create,
+/// so a create that fails is tried again, with backoff, until it lands, a Job of that name appears by
+/// other hands, or its namespace goes. One entry per Job being re-created: a Job leaves as soon as it is
+/// created.
 #[derive(Default)]
 pub struct PendingJobs(Mutex<HashMap<WorkloadRef, PendingJob>>);
 
