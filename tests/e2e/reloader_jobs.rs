@@ -74,6 +74,27 @@ async fn wait_recreated(client: &kube::Client, ns: &str, name: &str, old_uid: &s
 
 const AUTO: (&str, &str) = ("reloader.stakater.com/auto", "true");
 
+/// A namespace with ConfigMap `cfg` and Job `migrate` reloading on it (labelled for [`FailingWrites`]
+/// when `failable`), and wave (`--reloader-compat --jobs`) having checked it: the client, the
+/// namespace, wave, and the Job's uid.
+async fn watched_job(prefix: &str, failable: bool) -> (kube::Client, String, Wave, String) {
+    let (client, ns) = setup(prefix).await;
+    create_configmap(&client, &ns, "cfg", json!({"k": "v1"})).await;
+    let labels = if failable {
+        json!({FailingWrites::LABEL: ns.clone()})
+    } else {
+        json!({})
+    };
+    create_job(&client, &ns, "migrate", json!({AUTO.0: AUTO.1}), labels, false).await;
+    let wave = Wave::start(&[&ns], &["--reloader-compat", "--jobs"]).await;
+    wait_for("wave to check the Job", TIMEOUT, || async {
+        (wave.noops() >= 1).then_some(())
+    })
+    .await;
+    let (uid, _, _) = job_state(&client, &ns, "migrate").await.unwrap();
+    (client, ns, wave, uid)
+}
+
 #[tokio::test]
 async fn a_reloader_annotated_job_is_deleted_and_created_again_with_the_mark_as_reloader_does() {
     let (client, ns) = setup("reloader-jobs").await;
@@ -132,16 +153,7 @@ async fn a_reloader_annotated_job_is_deleted_and_created_again_with_the_mark_as_
 
 #[tokio::test]
 async fn a_job_whose_new_create_would_be_refused_is_not_deleted_and_is_created_again_once_it_would_not() {
-    let (client, ns) = setup("reloader-job-refused").await;
-    create_configmap(&client, &ns, "cfg", json!({"k": "v1"})).await;
-    let labels = json!({FailingWrites::LABEL: ns.clone()});
-    create_job(&client, &ns, "migrate", json!({AUTO.0: AUTO.1}), labels, false).await;
-    let wave = Wave::start(&[&ns], &["--reloader-compat", "--jobs"]).await;
-    wait_for("wave to check the Job", TIMEOUT, || async {
-        (wave.noops() >= 1).then_some(())
-    })
-    .await;
-    let (old_uid, _, _) = job_state(&client, &ns, "migrate").await.unwrap();
+    let (client, ns, wave, old_uid) = watched_job("reloader-job-refused", true).await;
 
     // Every create of it fails, dry runs included: wave finds out before it deletes anything.
     let failing = FailingWrites::start_for(&client, &ns, "batch", "jobs", "CREATE").await;
@@ -223,15 +235,7 @@ async fn refuse_real_job_creates(client: &kube::Client, ns: &str) -> String {
 
 #[tokio::test]
 async fn a_job_whose_create_is_refused_after_its_delete_is_held_and_created_once_the_apiserver_takes_it() {
-    let (client, ns) = setup("reloader-job-held").await;
-    create_configmap(&client, &ns, "cfg", json!({"k": "v1"})).await;
-    create_job(&client, &ns, "migrate", json!({AUTO.0: AUTO.1}), json!({}), false).await;
-    let wave = Wave::start(&[&ns], &["--reloader-compat", "--jobs"]).await;
-    wait_for("wave to check the Job", TIMEOUT, || async {
-        (wave.noops() >= 1).then_some(())
-    })
-    .await;
-    let (old_uid, _, _) = job_state(&client, &ns, "migrate").await.unwrap();
+    let (client, ns, wave, old_uid) = watched_job("reloader-job-held", false).await;
 
     let binding = refuse_real_job_creates(&client, &ns).await;
     patch_configmap(&client, &ns, "cfg", json!({"data": {"k": "v2"}})).await;

@@ -30,57 +30,6 @@ pub enum PatchKind {
 /// `spec.restartAt` (its pods restart, the template is left alone) instead of writing the mark.
 pub const ROLLOUT_STRATEGY: &str = "reloader.stakater.com/rollout-strategy";
 
-/// Applies `marks` to a pod template as Reloader does in memory before it updates an object whole: an
-/// env var set in place or appended to its container, removed, or the `last-reloaded-from` annotation set.
-fn apply_marks(template: &mut k8s_openapi::api::core::v1::PodTemplateSpec, marks: &[Mark]) {
-    fn env_of<'a>(
-        template: &'a mut k8s_openapi::api::core::v1::PodTemplateSpec,
-        container: &str,
-    ) -> Option<&'a mut Vec<k8s_openapi::api::core::v1::EnvVar>> {
-        let c = template
-            .spec
-            .as_mut()?
-            .containers
-            .iter_mut()
-            .find(|c| c.name == container)?;
-        Some(c.env.get_or_insert_with(Vec::new))
-    }
-    for mark in marks {
-        match mark {
-            Mark::EnvVar {
-                container,
-                name,
-                value,
-            } => {
-                if let Some(env) = env_of(template, container) {
-                    match env.iter_mut().find(|e| &e.name == name) {
-                        Some(e) => e.value = Some(value.clone()),
-                        None => env.push(k8s_openapi::api::core::v1::EnvVar {
-                            name: name.clone(),
-                            value: Some(value.clone()),
-                            ..Default::default()
-                        }),
-                    }
-                }
-            }
-            Mark::RemoveEnvVar { container, name } => {
-                if let Some(env) = env_of(template, container) {
-                    env.retain(|e| &e.name != name);
-                }
-            }
-            Mark::Annotation(source) => {
-                let value = serde_json::to_string(source).unwrap_or_default();
-                template
-                    .metadata
-                    .get_or_insert_with(Default::default)
-                    .annotations
-                    .get_or_insert_with(Default::default)
-                    .insert(names::LAST_RELOADED_FROM.to_string(), value);
-            }
-        }
-    }
-}
-
 /// The patch writing `marks` to `workload`, as Reloader would leave it, guarded by the observed
 /// `resourceVersion` like every wave write. For the `apps/v1` kinds a strategic merge patch: env vars
 /// merge by name into their container's list (appended when new). For an Argo Rollout, which Reloader
@@ -95,22 +44,22 @@ pub fn reload_patch(workload: &Workload, marks: &[Mark], now: Timestamp) -> (Val
         body["spec"]["restartAt"] = json!(rfc3339(now));
         return (body, PatchKind::Merge);
     }
-    let mut template = workload.template.typed();
-    apply_marks(&mut template, marks);
+    let template = marked_template(workload, marks);
     if let Some(source) = template
-        .metadata
-        .as_ref()
-        .and_then(|m| m.annotations.as_ref())
-        .and_then(|a| a.get(names::LAST_RELOADED_FROM))
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            names::LAST_RELOADED_FROM.replace('/', "~1")
+        ))
         .filter(|_| marks.iter().any(|m| matches!(m, Mark::Annotation(_))))
     {
-        body["spec"]["template"]["metadata"]["annotations"][names::LAST_RELOADED_FROM] = json!(source);
+        body["spec"]["template"]["metadata"]["annotations"][names::LAST_RELOADED_FROM] = source.clone();
     }
     if marks.iter().any(|m| !matches!(m, Mark::Annotation(_))) {
         // A merge patch replaces a list whole.
-        let containers = template.spec.map(|s| s.containers).unwrap_or_default();
-        body["spec"]["template"]["spec"]["containers"] =
-            serde_json::to_value(&containers).unwrap_or_default();
+        body["spec"]["template"]["spec"]["containers"] = template
+            .pointer("/spec/containers")
+            .cloned()
+            .unwrap_or_else(|| json!([]));
     }
     (body, PatchKind::Merge)
 }
@@ -121,10 +70,8 @@ pub fn reload_patch(workload: &Workload, marks: &[Mark], now: Timestamp) -> (Val
 /// --from=cronjob/…` does. `cron_job` is the CronJob object.
 pub fn job_from_cron_job(cron_job: &Value, workload: &Workload, marks: &[Mark], name: &str) -> Value {
     let job_template = cron_job.pointer("/spec/jobTemplate").cloned().unwrap_or_default();
-    let mut template = workload.template.typed();
-    apply_marks(&mut template, marks);
     let mut spec = job_template.get("spec").cloned().unwrap_or_else(|| json!({}));
-    spec["template"] = serde_json::to_value(&template).unwrap_or_default();
+    spec["template"] = marked_template(workload, marks);
     let mut annotations = json!({ CRONJOB_INSTANTIATE: "manual" });
     if let Some(Value::Object(more)) = job_template.pointer("/metadata/annotations") {
         for (k, v) in more {
@@ -203,13 +150,22 @@ pub fn job_recreated(job: &Value, marks: &[Mark]) -> Value {
     // The marks go into the object as read, not through typed structs, so that no field newer than
     // wave's API types is lost.
     if let Some(template) = new.pointer_mut("/spec/template") {
-        apply_marks_json(template, marks);
+        apply_marks(template, marks);
     }
     new
 }
 
-/// [`apply_marks`] on a pod template as JSON.
-fn apply_marks_json(template: &mut Value, marks: &[Mark]) {
+/// `workload`'s pod template, as JSON, with `marks` applied.
+fn marked_template(workload: &Workload, marks: &[Mark]) -> Value {
+    let mut template = serde_json::to_value(workload.template.typed()).unwrap_or_default();
+    apply_marks(&mut template, marks);
+    template
+}
+
+/// Applies `marks` to a pod template (JSON) as Reloader does in memory before it updates an object
+/// whole: an env var set (the whole entry, so no `valueFrom` of an old one is left beside the value)
+/// or appended to its container, removed, or the `last-reloaded-from` annotation set.
+fn apply_marks(template: &mut Value, marks: &[Mark]) {
     fn env_of<'a>(template: &'a mut Value, container: &str) -> Option<&'a mut Vec<Value>> {
         let c = template
             .pointer_mut("/spec/containers")?

@@ -78,6 +78,22 @@ fn an_argo_rollout_gets_its_containers_whole_or_a_restart() {
         "the rest kept"
     );
 
+    let source = ReloadSource {
+        type_: "CONFIGMAP".into(),
+        name: "app".into(),
+        namespace: "ns".into(),
+        hash: "new".into(),
+        container_refs: vec!["c".into()],
+        observed_at: 7,
+    };
+    let (body, _) = reload_patch(&w, &[Mark::Annotation(source)], now);
+    assert_eq!(
+        body["spec"]["template"],
+        json!({"metadata": {"annotations": {names::LAST_RELOADED_FROM:
+            r#"{"type":"CONFIGMAP","name":"app","namespace":"ns","hash":"new","containerRefs":["c"],"observedAt":7}"#}}}),
+        "the annotation alone: no containers in a merge patch that does not change them"
+    );
+
     w.annotations.insert(ROLLOUT_STRATEGY.into(), "restart".into());
     let (body, _) = reload_patch(&w, &[mark], now);
     assert_eq!(body["spec"], json!({"restartAt": "2026-11-23T12:00:00Z"}));
