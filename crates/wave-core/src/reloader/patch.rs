@@ -199,17 +199,14 @@ fn apply_marks(template: &mut Value, marks: &[Mark]) {
             }
             Mark::Annotation(source) => {
                 let value = serde_json::to_string(source).unwrap_or_default();
-                if let Some(meta) = template
+                let annotations = template
                     .as_object_mut()
                     .map(|t| t.entry("metadata").or_insert_with(|| json!({})))
-                {
-                    if let Some(annotations) = meta
-                        .as_object_mut()
-                        .map(|m| m.entry("annotations").or_insert_with(|| json!({})))
-                        .and_then(Value::as_object_mut)
-                    {
-                        annotations.insert(names::LAST_RELOADED_FROM.to_string(), json!(value));
-                    }
+                    .and_then(Value::as_object_mut)
+                    .map(|m| m.entry("annotations").or_insert_with(|| json!({})))
+                    .and_then(Value::as_object_mut);
+                if let Some(annotations) = annotations {
+                    annotations.insert(names::LAST_RELOADED_FROM.to_string(), json!(value));
                 }
             }
         }
