@@ -1075,12 +1075,18 @@ async fn the_registration_carries_the_path_token_and_a_reset_path_is_repaired() 
         .await
         .unwrap();
     // The apiserver's calls on the token-less path are refused (the object admitted unmodified), and
-    // that makes wave repair the registration soon.
+    // that makes wave repair the registration soon. The apiserver picks the reset up a moment after the
+    // patch (it watches webhook configurations), so first wait for such a call: until then a dry run is
+    // still hashed through the old path.
+    wait_for("a call on the token-less path, refused", TIMEOUT, || async {
+        let _ = dry_run_hashed(&client, &ns).await;
+        (wave.metric("wave_webhook_requests_total", &["result=\"unauthorized\""]) >= 1.0).then_some(())
+    })
+    .await;
     wait_for("the registration repaired", TIMEOUT, || async {
         dry_run_hashed(&client, &ns).await.then_some(())
     })
     .await;
-    assert!(wave.metric("wave_webhook_requests_total", &["result=\"unauthorized\""]) >= 1.0);
     assert_eq!(registered_paths(&client, &names.config).await, paths);
     // A real create through the apiserver gets its hash at creation.
     create_configmap(&client, &ns, "cfg", json!({"a": "b"})).await;

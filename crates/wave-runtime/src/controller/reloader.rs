@@ -216,13 +216,28 @@ async fn resume(ctx: &Context, workload: &Workload) -> Result<Option<Outcome>, R
 
 /// A reload's pause on a workload that the Reloader path no longer handles (its annotations gone, its
 /// namespace deselected, compatibility off): wave still resumes it when its period is over, so a pause
-/// it made never outlives it. `None` when there is no such pause.
-pub async fn release_pause(ctx: &Context, workload: &Workload) -> Result<Option<Outcome>, ReconcileError> {
-    match reloader::pause(workload, k8s_openapi::jiff::Timestamp::now()) {
-        Pause::None => Ok(None),
-        Pause::ResumeAfter(left) => Ok(Some(Outcome::Paused(left))),
-        // A conflict: its watch event brings it back.
-        Pause::ResumeNow => Ok(Some(resume(ctx, workload).await?.unwrap_or(Outcome::Noop))),
+/// it made never outlives it. `None` when there is no such pause. A conflict is re-read and decided
+/// again at once: the newer version may differ only in its status, whose watch event wakes nothing.
+pub async fn release_pause(
+    ctx: &Context,
+    workload: &Arc<Workload>,
+) -> Result<Option<Outcome>, ReconcileError> {
+    let mut conflicts = Conflicts::new(&workload.id);
+    let mut current = workload.clone();
+    loop {
+        match reloader::pause(&current, k8s_openapi::jiff::Timestamp::now()) {
+            Pause::None => return Ok(None),
+            Pause::ResumeAfter(left) => return Ok(Some(Outcome::Paused(left))),
+            Pause::ResumeNow => match resume(ctx, &current).await? {
+                Some(outcome) => return Ok(Some(outcome)),
+                None => {
+                    let Some(fresh) = conflicts.reread(ctx).await? else {
+                        return Ok(Some(Outcome::Gone));
+                    };
+                    current = fresh;
+                }
+            },
+        }
     }
 }
 
