@@ -71,8 +71,8 @@ impl To {
     fn accepts(self, status: u16) -> bool {
         match self {
             To::Alert(sink) => sink.accepts(status),
-            // Reloader reads no status here; any answer below 300 is taken.
-            To::WebhookUrl => status < 300,
+            // Reloader reads no status here; wave takes what it takes from any sink.
+            To::WebhookUrl => AlertSink::Raw.accepts(status),
         }
     }
 }

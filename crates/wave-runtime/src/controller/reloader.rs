@@ -254,15 +254,8 @@ async fn start_job(
     if let Err(outcome) = write::ready(ctx, id, What::Reload(PatchStyle::Merge)).await {
         return Ok(Patched::Not(outcome));
     }
-    let cron_job = match api::workload_api(&ctx.client, id.kind, Some(&id.namespace))
-        .get_opt(&id.name)
-        .await
-        .map_err(|source| ReconcileError::GetWorkload {
-            workload: id.clone(),
-            source: Box::new(source),
-        })? {
-        Some(cron_job) => cron_job,
-        None => return Ok(Patched::Not(Outcome::Gone)),
+    let Some(cron_job) = read_workload(ctx, id).await? else {
+        return Ok(Patched::Not(Outcome::Gone));
     };
     let versions = {
         let tracker = ctx.tracker();
@@ -316,7 +309,7 @@ async fn recreate_job(
     if let Err(outcome) = write::ready(ctx, id, What::Reload(PatchStyle::Merge)).await {
         return Ok(Patched::Not(outcome));
     }
-    let Some(job) = read_job(ctx, id).await? else {
+    let Some(job) = read_workload(ctx, id).await? else {
         return Ok(Patched::Not(Outcome::Gone));
     };
     if job.metadata.deletion_timestamp.is_some() {
@@ -409,7 +402,7 @@ async fn create_pending_job(ctx: &Context, id: &WorkloadRef) -> Result<Created, 
     let Some(pending) = ctx.pending_jobs.get(id) else {
         return Ok(Created::Not(Outcome::Noop));
     };
-    if let Some(existing) = read_job(ctx, id).await? {
+    if let Some(existing) = read_workload(ctx, id).await? {
         let old = existing.metadata.uid.as_deref() == Some(pending.old_uid.as_str());
         if old && existing.metadata.deletion_timestamp.is_some() {
             return Ok(Created::Not(Outcome::Waiting(TERMINATING_RECHECK)));
@@ -462,8 +455,8 @@ fn namespace_gone(error: &kube::Error) -> bool {
     }
 }
 
-/// The Job `id` as stored, if it exists.
-async fn read_job(
+/// Workload `id` (a CronJob, a Job) as stored, if it exists.
+async fn read_workload(
     ctx: &Context,
     id: &WorkloadRef,
 ) -> Result<Option<kube::api::DynamicObject>, ReconcileError> {
