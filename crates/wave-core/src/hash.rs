@@ -368,6 +368,8 @@ pub fn entries<'a>(
     let list = match kind {
         ConfigKind::ConfigMap => &refs.config_maps,
         ConfigKind::Secret => &refs.secrets,
+        // wave's hash never covers one (only Reloader compatibility follows them).
+        ConfigKind::SecretProviderClass => return Vec::new(),
     };
     let hashed: Vec<(&Reference, &Content)> = list
         .iter()
@@ -506,6 +508,7 @@ mod tests {
             match x.key.kind {
                 ConfigKind::ConfigMap => r.config_maps.push(x),
                 ConfigKind::Secret => r.secrets.push(x),
+                ConfigKind::SecretProviderClass => unreachable!("not hashed"),
             }
         }
         r

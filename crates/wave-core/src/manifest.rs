@@ -235,6 +235,8 @@ pub fn hash_all(
             let content = match kind {
                 ConfigKind::ConfigMap => Content::from_config_map(&typed::<ConfigMap>(index, v)?),
                 ConfigKind::Secret => Content::from_secret(&secret(index, v)?),
+                // `config_kind` reads ConfigMaps and Secrets only.
+                ConfigKind::SecretProviderClass => continue,
             };
             configs.insert(key, Arc::new(content));
         } else if let Some(kind) = workload_kind(v) {

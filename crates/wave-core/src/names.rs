@@ -98,6 +98,24 @@ pub const CONTROLLER_NAME: &str = "wave";
 /// Default name of the leader-election Lease (Wave's `--leader-election-id` default).
 pub const DEFAULT_LEASE_NAME: &str = "wave";
 
+/// The Secrets Store CSI driver's API (<https://github.com/kubernetes-sigs/secrets-store-csi-driver>,
+/// `apis/v1`), read for Reloader's `--enable-csi-integration`.
+pub mod csi {
+    /// The API group.
+    pub const GROUP: &str = "secrets-store.csi.x-k8s.io";
+    /// The version wave reads (Reloader v1.4.21 reads `v1`).
+    pub const VERSION: &str = "v1";
+    /// The kind the driver writes one of per pod and SecretProviderClass: which object versions it
+    /// mounted (`status.objects`), for which class (`status.secretProviderClassName`).
+    pub const POD_STATUS_KIND: &str = "SecretProviderClassPodStatus";
+    /// Its plural, as in RBAC.
+    pub const POD_STATUS_PLURAL: &str = "secretproviderclasspodstatuses";
+    /// The attribute of a pod's `csi` volume that names its SecretProviderClass.
+    pub const VOLUME_ATTRIBUTE: &str = "secretProviderClass";
+    /// The entry Reloader adds to the objects' `id=version` entries before hashing them.
+    pub const CLASS_NAME_ENTRY: &str = "SecretProviderClassName";
+}
+
 /// Event reasons. Wave's are kept as they are; `ConfigMissing` and `WriteFailed` are ours (Warnings).
 /// Stakater Reloader's annotations and marks, understood natively when `--reloader-compat` is on (off
 /// by default), with the defaults of Reloader v1.4.21's flags (`docs/migrating-from-reloader.md`).
@@ -117,6 +135,14 @@ pub mod reloader {
     pub const CONFIGMAP_EXCLUDE: &str = "configmaps.exclude.reloader.stakater.com/reload";
     /// On a workload: Secrets never to reload it for (comma-separated names).
     pub const SECRET_EXCLUDE: &str = "secrets.exclude.reloader.stakater.com/reload";
+    /// On a workload (`--enable-csi-integration`): reload when a SecretProviderClass it mounts through
+    /// the Secrets Store CSI driver is rotated.
+    pub const SECRET_PROVIDER_CLASS_AUTO: &str = "secretproviderclass.reloader.stakater.com/auto";
+    /// On a workload: the SecretProviderClasses (names, as for [`CONFIGMAP_RELOAD`]) whose rotations
+    /// reload it.
+    pub const SECRET_PROVIDER_CLASS_RELOAD: &str = "secretproviderclass.reloader.stakater.com/reload";
+    /// On a workload: SecretProviderClasses never to reload it for (comma-separated names).
+    pub const SECRET_PROVIDER_CLASS_EXCLUDE: &str = "secretproviderclasses.exclude.reloader.stakater.com/reload";
     /// On a workload: reload on a change to a referenced object marked with [`MATCH`].
     pub const SEARCH: &str = "reloader.stakater.com/search";
     /// On a ConfigMap or Secret: found by workloads that say [`SEARCH`].

@@ -19,13 +19,17 @@ use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
 
 use crate::names;
 
-/// The two kinds of config object wave hashes.
+/// The kinds of config object wave follows: the two it hashes, and what Reloader compatibility follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ConfigKind {
     /// `v1` ConfigMap: `data` and `binaryData`.
     ConfigMap,
     /// `v1` Secret: `data` (`stringData` is merged into it by the apiserver).
     Secret,
+    /// A Secrets Store CSI driver SecretProviderClass, for Reloader compatibility only
+    /// (`--enable-csi-integration`): its "data" is what the driver last mounted for it, the objects'
+    /// ids and versions (`reloader::csi`). wave's own annotations never reference one.
+    SecretProviderClass,
 }
 
 impl ConfigKind {
@@ -34,6 +38,7 @@ impl ConfigKind {
         match self {
             ConfigKind::ConfigMap => "configmap",
             ConfigKind::Secret => "secret",
+            ConfigKind::SecretProviderClass => "secretproviderclass",
         }
     }
 
@@ -42,6 +47,7 @@ impl ConfigKind {
         match self {
             ConfigKind::ConfigMap => "ConfigMap",
             ConfigKind::Secret => "Secret",
+            ConfigKind::SecretProviderClass => "SecretProviderClass",
         }
     }
 }
@@ -229,6 +235,8 @@ impl References {
         match reference.key.kind {
             ConfigKind::ConfigMap => self.config_maps.push(reference),
             ConfigKind::Secret => self.secrets.push(reference),
+            // wave's annotations and the pod template's ConfigMap and Secret references never name one.
+            ConfigKind::SecretProviderClass => {}
         }
     }
 }

@@ -89,6 +89,8 @@ pub fn diff(old: &Snapshot, new: &Snapshot) -> String {
         let section = |s: &Snapshot| match change.kind {
             ConfigKind::ConfigMap => s.config_maps.clone(),
             ConfigKind::Secret => s.secrets.clone(),
+            // A snapshot holds what wave hashes: never one of these.
+            ConfigKind::SecretProviderClass => Default::default(),
         };
         let value = |s: &Section| {
             s.get(&change.object)

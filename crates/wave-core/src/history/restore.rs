@@ -76,6 +76,8 @@ pub fn restore_plan<'a>(namespace: &str, refs: &References, snapshot: &'a Snapsh
         let section = match r.key.kind {
             ConfigKind::ConfigMap => &snapshot.config_maps,
             ConfigKind::Secret => &snapshot.secrets,
+            // A snapshot holds what wave hashes: never one of these.
+            ConfigKind::SecretProviderClass => continue,
         };
         // Objects of the workload's namespace are always named bare in the hash source.
         let Some(values) = section.get(&r.key.name) else {
@@ -118,6 +120,8 @@ pub fn restore_patch(restore: &Restore<'_>, current: &CurrentObject) -> Value {
             (ConfigKind::Secret, _) => {
                 data.insert(key.clone(), Value::String(b64.clone()));
             }
+            // `restore_plan` never plans one (a snapshot holds none).
+            (ConfigKind::SecretProviderClass, _) => {}
         }
     }
     if restore.whole {

@@ -33,9 +33,12 @@
 //! - `patch.rs`: the patches writing the marks, and a CronJob's Job ([`reload_patch`], [`job_name`]);
 //! - `pause.rs`: a reload's pause and its end ([`pause`], [`Pause`]);
 //! - `running.rs`: whether Reloader itself runs ([`running_reloaders`]);
+//! - `csi.rs`: what the Secrets Store CSI driver reports of a pod's mount ([`ProviderStatus`]) and what
+//!   Reloader hashes of it (`--enable-csi-integration`);
 //! - `alert.rs`: what is posted about a reload, Reloader's alerts and `--webhook-url` ([`alert_post`]).
 
 mod alert;
+mod csi;
 mod options;
 mod patch;
 mod pause;
@@ -49,6 +52,7 @@ mod targets;
 mod testing;
 
 pub use alert::{AlertSink, Post, WEBHOOK_BODY, alert_post, reload_message, webhook_post};
+pub use csi::{ProviderStatus, StatusRef, provider_status};
 pub use options::{Options, Strategy};
 pub use patch::{
     CRONJOB_INSTANTIATE, JOB_NAME_MAX, PatchKind, ROLLOUT_STRATEGY, job_from_cron_job, job_name,

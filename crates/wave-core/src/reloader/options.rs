@@ -65,6 +65,9 @@ pub struct Options {
     pub ignore_cron_jobs: bool,
     /// `--ignored-workload-types` names `jobs`: Jobs are not created again on a reload.
     pub ignore_jobs: bool,
+    /// `--enable-csi-integration`, with the Secrets Store CSI driver's CRDs served: SecretProviderClass
+    /// rotations reload the workloads that mount the class and ask for it (`csi`).
+    pub csi: bool,
     /// `--webhook-url` is set: a change is posted there instead of reloading, so nothing is written and
     /// what a workload carries is no starting point (`plan`): a change counts from what wave saw.
     pub notify_only: bool,

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::Options;
 use crate::kind::WorkloadKind;
-use crate::names::reloader as names;
+use crate::names::{csi, reloader as names};
 use crate::refs::{ConfigKey, ConfigKind};
 use crate::workload::Workload;
 
@@ -85,6 +85,8 @@ pub struct Selection {
     pub config_maps: KindSelection,
     /// For Secrets.
     pub secrets: KindSelection,
+    /// For SecretProviderClasses, with `--enable-csi-integration` (empty without).
+    pub provider_classes: KindSelection,
     /// Annotation values that could not be used, for warnings (Reloader exits on a bad pattern).
     pub problems: Vec<String>,
 }
@@ -104,6 +106,7 @@ impl Selection {
         match kind {
             ConfigKind::ConfigMap => &self.config_maps,
             ConfigKind::Secret => &self.secrets,
+            ConfigKind::SecretProviderClass => &self.provider_classes,
         }
     }
 
@@ -116,7 +119,16 @@ impl Selection {
             keys: crate::refs::discover(ns, &BTreeMap::new(), &workload.template.typed()).keys(),
             scan: false,
         };
-        for kind in [ConfigKind::ConfigMap, ConfigKind::Secret] {
+        // The classes its CSI volumes mount, as Reloader's `getVolumeMountName` finds them.
+        if self.provider_classes.selects_anything() {
+            let classes = csi_classes(&workload.template.typed());
+            needs.keys.extend(
+                classes
+                    .into_iter()
+                    .map(|name| ConfigKey::new(ConfigKind::SecretProviderClass, ns, name)),
+            );
+        }
+        for kind in KINDS {
             let sel = self.of(kind);
             needs.scan |= sel.search;
             for pattern in &sel.patterns {
@@ -132,6 +144,25 @@ impl Selection {
     }
 }
 
+/// The kinds a selection covers, in Reloader's order.
+const KINDS: [ConfigKind; 3] = [
+    ConfigKind::ConfigMap,
+    ConfigKind::Secret,
+    ConfigKind::SecretProviderClass,
+];
+
+/// The SecretProviderClasses the pod's `csi` volumes name (`volumeAttributes.secretProviderClass`).
+pub(super) fn csi_classes(template: &k8s_openapi::api::core::v1::PodTemplateSpec) -> Vec<String> {
+    template
+        .spec
+        .iter()
+        .flat_map(|spec| spec.volumes.iter().flatten())
+        .filter_map(|v| v.csi.as_ref()?.volume_attributes.as_ref()?.get(csi::VOLUME_ATTRIBUTE))
+        .filter(|name| !name.is_empty())
+        .cloned()
+        .collect()
+}
+
 fn annotation_keys(kind: ConfigKind) -> (&'static str, &'static str, &'static str) {
     match kind {
         ConfigKind::ConfigMap => (
@@ -140,6 +171,11 @@ fn annotation_keys(kind: ConfigKind) -> (&'static str, &'static str, &'static st
             names::CONFIGMAP_EXCLUDE,
         ),
         ConfigKind::Secret => (names::SECRET_RELOAD, names::SECRET_AUTO, names::SECRET_EXCLUDE),
+        ConfigKind::SecretProviderClass => (
+            names::SECRET_PROVIDER_CLASS_RELOAD,
+            names::SECRET_PROVIDER_CLASS_AUTO,
+            names::SECRET_PROVIDER_CLASS_EXCLUDE,
+        ),
     }
 }
 
@@ -167,8 +203,10 @@ pub fn selection(workload: &Workload, options: &Options) -> Option<Selection> {
     let pod = workload.template.annotations();
     let meta = &workload.annotations;
     let mut selection = Selection::default();
-    for kind in [ConfigKind::ConfigMap, ConfigKind::Secret] {
-        if options.ignored_kinds.contains(&kind) {
+    for kind in KINDS {
+        // Reloader follows SecretProviderClasses only under `--enable-csi-integration`.
+        let unwatched = kind == ConfigKind::SecretProviderClass && !options.csi;
+        if unwatched || options.ignored_kinds.contains(&kind) {
             continue;
         }
         let (reload, typed_auto, exclude) = annotation_keys(kind);
@@ -201,9 +239,13 @@ pub fn selection(workload: &Workload, options: &Options) -> Option<Selection> {
         match kind {
             ConfigKind::ConfigMap => selection.config_maps = sel,
             ConfigKind::Secret => selection.secrets = sel,
+            ConfigKind::SecretProviderClass => selection.provider_classes = sel,
         }
     }
-    (selection.config_maps.selects_anything() || selection.secrets.selects_anything()).then_some(selection)
+    KINDS
+        .iter()
+        .any(|kind| selection.of(*kind).selects_anything())
+        .then_some(selection)
 }
 
 #[cfg(test)]

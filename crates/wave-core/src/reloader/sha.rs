@@ -17,11 +17,13 @@ pub fn type_name(kind: ConfigKind) -> &'static str {
     match kind {
         ConfigKind::ConfigMap => "CONFIGMAP",
         ConfigKind::Secret => "SECRET",
+        ConfigKind::SecretProviderClass => "SECRETPROVIDERCLASS",
     }
 }
 
 /// Reloader's SHA-1 of an object: its entries as `key=value`, sorted as strings, joined with `;`. A
-/// ConfigMap's `binaryData` values are written in standard base64; a Secret's values as raw bytes.
+/// ConfigMap's `binaryData` values are written in standard base64; a Secret's values as raw bytes. A
+/// SecretProviderClass's entries are its objects' ids and versions and its own name (`csi::content`).
 pub fn sha(kind: ConfigKind, content: &Content) -> String {
     let mut entries: Vec<Vec<u8>> = content
         .values()
@@ -50,7 +52,7 @@ pub fn sha(kind: ConfigKind, content: &Content) -> String {
 }
 
 /// The env var Reloader keeps an object's SHA-1 in: `STAKATER_` + the name upper-cased, each run of
-/// characters other than `A-Z0-9` after a valid one becoming one `_`, + `_CONFIGMAP` or `_SECRET`.
+/// characters other than `A-Z0-9` after a valid one becoming one `_`, + `_` and the [`type_name`].
 pub fn env_var_name(kind: ConfigKind, name: &str) -> String {
     let mut out = String::from(names::ENV_PREFIX);
     let mut last_valid = false;

@@ -25,6 +25,8 @@ fn env_references(container: &Container, kind: ConfigKind) -> impl Iterator<Item
         match kind {
             ConfigKind::ConfigMap => source.config_map_key_ref.as_ref().map(|r| r.name.as_str()),
             ConfigKind::Secret => source.secret_key_ref.as_ref().map(|r| r.name.as_str()),
+            // A CSI mount is a volume only.
+            ConfigKind::SecretProviderClass => None,
         }
     });
     let env_from = container
@@ -34,6 +36,7 @@ fn env_references(container: &Container, kind: ConfigKind) -> impl Iterator<Item
         .filter_map(move |e| match kind {
             ConfigKind::ConfigMap => e.config_map_ref.as_ref().map(|r| r.name.as_str()),
             ConfigKind::Secret => e.secret_ref.as_ref().map(|r| r.name.as_str()),
+            ConfigKind::SecretProviderClass => None,
         });
     env.chain(env_from)
 }
@@ -51,6 +54,11 @@ fn container_for(spec: &PodSpec, kind: ConfigKind, name: &str, auto: bool) -> Op
                 .secret
                 .as_ref()
                 .is_some_and(|s| s.secret_name.as_deref() == Some(name)),
+            ConfigKind::SecretProviderClass => v
+                .csi
+                .as_ref()
+                .and_then(|c| c.volume_attributes.as_ref()?.get(crate::names::csi::VOLUME_ATTRIBUTE))
+                .is_some_and(|class| class == name),
         };
         plain
             || v.projected
@@ -59,6 +67,7 @@ fn container_for(spec: &PodSpec, kind: ConfigKind, name: &str, auto: bool) -> Op
                 .any(|s| match kind {
                     ConfigKind::ConfigMap => s.config_map.as_ref().is_some_and(|c| c.name == name),
                     ConfigKind::Secret => s.secret.as_ref().is_some_and(|c| c.name == name),
+                    ConfigKind::SecretProviderClass => false,
                 })
     });
     if let Some(volume) = volume {

@@ -81,7 +81,7 @@ impl Tracker {
     }
 
     /// Wakes the workloads that use `key`; `existence` when it was created or deleted (`Effects`).
-    fn wake_dependents(&self, key: &ConfigKey, fx: &mut Effects, existence: bool) {
+    pub(super) fn wake_dependents(&self, key: &ConfigKey, fx: &mut Effects, existence: bool) {
         if !self.ready {
             return;
         }

@@ -31,6 +31,9 @@ pub enum Resource {
     Config(ConfigKind),
     /// Namespaces (metadata only), with `--namespace-selector`.
     Namespace,
+    /// The Secrets Store CSI driver's SecretProviderClassPodStatuses, with `--enable-csi-integration`:
+    /// what each pod mounted of a SecretProviderClass (`reloader::csi`).
+    ProviderStatus,
 }
 
 impl Resource {
@@ -51,6 +54,9 @@ impl Resource {
             Resource::Workload(kind) => kind.info().plural,
             Resource::Config(ConfigKind::ConfigMap) => "configmaps",
             Resource::Config(ConfigKind::Secret) => "secrets",
+            // Followed through their pods' statuses, never watched themselves.
+            Resource::Config(ConfigKind::SecretProviderClass) => "secretproviderclasses",
+            Resource::ProviderStatus => crate::names::csi::POD_STATUS_PLURAL,
             Resource::Namespace => "namespaces",
         }
     }
@@ -149,6 +155,8 @@ pub enum Change {
     Config(Scope, Event<ConfigMeta>),
     /// From the namespace watch.
     Namespace(Scope, Event<NamespaceMeta>),
+    /// From a SecretProviderClassPodStatus watch.
+    ProviderStatus(Scope, Event<crate::reloader::ProviderStatus>),
 }
 
 /// What an event asks of the runtime.

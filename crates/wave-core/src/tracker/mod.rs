@@ -3,8 +3,9 @@
 //! ```text
 //!  workload watches ──► Change::Workload ─┐                     ┌─► workloads: WorkloadRef → Workload
 //!  (3 kinds × scopes)                     ├─► Tracker::apply() ─┼─► configs:   ConfigKey → (uid, rv)
-//!  config meta watches ► Change::Config ──┘        │            └─► index:     ConfigKey → workloads
-//!  (2 kinds × scopes)                              ▼
+//!  config meta watches ► Change::Config ──┤        │            └─► index:     ConfigKey → workloads
+//!  (2 kinds × scopes)                     │        ▼
+//!  CSI pod statuses ──► Change::ProviderStatus ┘   (--enable-csi-integration: classes as config objects)
 //!                              Effects { enqueue: [WorkloadRef], evict: [ConfigKey] }
 //! ```
 //!
@@ -35,6 +36,7 @@
 //! - `owners.rs`: config objects by the uid of the owner Wave ≤ v0.6 gave them;
 //! - `namespaces.rs`: ignored, watched and selected namespaces;
 //! - `reloader_compat.rs`: Reloader compatibility's selections, candidates and marks;
+//! - `provider_statuses.rs`: SecretProviderClass rotations, from the CSI driver's pod statuses;
 //! - `bulk.rs`: which ConfigMaps to read with a LIST at start-up.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -52,6 +54,7 @@ mod configs;
 mod events;
 mod namespaces;
 mod owners;
+mod provider_statuses;
 mod relist;
 mod reloader_compat;
 #[cfg(test)]
@@ -108,10 +111,16 @@ pub struct Tracker {
     /// The namespaces the selector selects now.
     selected: HashSet<String>,
     index: RefIndex,
+    /// With `--enable-csi-integration`: each SecretProviderClassPodStatus's class and SHA-1
+    /// (`provider_statuses`).
+    statuses: HashMap<reloader::StatusRef, provider_statuses::Status>,
+    /// Per SecretProviderClass some status names: what it holds and how many statuses name it.
+    classes: HashMap<ConfigKey, provider_statuses::Class>,
     /// The relists under way (`relist`), per resource.
     relisted_workloads: Relisting<WorkloadRef>,
     relisted_configs: Relisting<ConfigKey>,
     relisted_namespaces: Relisting<String>,
+    relisted_statuses: Relisting<reloader::StatusRef>,
     synced: HashSet<Scope>,
     ready: bool,
 }
@@ -156,9 +165,12 @@ impl Tracker {
             namespace_selector: None,
             selected: HashSet::new(),
             index: RefIndex::default(),
+            statuses: HashMap::new(),
+            classes: HashMap::new(),
             relisted_workloads: Relisting::new(),
             relisted_configs: Relisting::new(),
             relisted_namespaces: Relisting::new(),
+            relisted_statuses: Relisting::new(),
             synced: HashSet::new(),
             ready: false,
         }
@@ -226,6 +238,7 @@ impl Tracker {
             Change::Workload(_, e) => e.object().map(|w| w.id.namespace.as_str()),
             Change::Config(_, e) => e.object().map(|c| c.key.namespace.as_str()),
             Change::Namespace(_, e) => e.object().map(|n| n.name.as_str()),
+            Change::ProviderStatus(_, e) => e.object().map(|s| s.id.namespace.as_str()),
         };
         if namespace.is_some_and(|ns| self.ignored_namespaces.contains(ns)) {
             return fx;
@@ -234,6 +247,7 @@ impl Tracker {
             Change::Workload(scope, event) => self.apply_event(scope, event, &mut fx),
             Change::Config(scope, event) => self.apply_event(scope, event, &mut fx),
             Change::Namespace(scope, event) => self.apply_event(scope, event, &mut fx),
+            Change::ProviderStatus(scope, event) => self.apply_event(scope, event, &mut fx),
         }
         fx
     }

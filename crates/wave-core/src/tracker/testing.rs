@@ -67,6 +67,7 @@ pub(super) fn synced_from(
             Resource::Workload(_) => Change::Workload(s.clone(), Event::Init),
             Resource::Config(_) => Change::Config(s.clone(), Event::Init),
             Resource::Namespace => Change::Namespace(s.clone(), Event::Init),
+            Resource::ProviderStatus => Change::ProviderStatus(s.clone(), Event::Init),
         });
         if s.resource == DEPLOYMENTS {
             for w in &workloads {
@@ -82,6 +83,7 @@ pub(super) fn synced_from(
             Resource::Workload(_) => Change::Workload(s, Event::InitDone),
             Resource::Config(_) => Change::Config(s, Event::InitDone),
             Resource::Namespace => Change::Namespace(s, Event::InitDone),
+            Resource::ProviderStatus => Change::ProviderStatus(s, Event::InitDone),
         });
     }
     (t, last)

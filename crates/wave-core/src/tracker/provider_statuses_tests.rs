@@ -1,0 +1,223 @@
+use serde_json::json;
+
+use crate::names;
+use crate::refs::{ConfigKey, ConfigKind};
+use crate::reloader::{self, Candidate, Lifecycle, ProviderStatus, StatusRef};
+use crate::tracker::testing::*;
+use crate::tracker::*;
+use crate::workload::testing::deployment;
+use crate::workload::{Workload, WorkloadKind};
+
+const STATUSES: Resource = Resource::ProviderStatus;
+
+fn options() -> reloader::Options {
+    reloader::Options {
+        csi: true,
+        reload_on_delete: true,
+        reload_on_create: true,
+        ..reloader::Options::default()
+    }
+}
+
+fn mounts(namespace: &str, name: &str, class: &str) -> Workload {
+    let mut w = deployment(
+        namespace,
+        name,
+        &[(names::reloader::SECRET_PROVIDER_CLASS_AUTO, "true")],
+        json!({"containers": [{"name": "c", "volumeMounts": [{"name": "s", "mountPath": "/s"}]}],
+               "volumes": [{"name": "s", "csi": {"driver": "secrets-store.csi.k8s.io",
+                   "volumeAttributes": {"secretProviderClass": class}}}]}),
+    );
+    w.annotations.remove(names::UPDATE_ON_CONFIG_CHANGE);
+    w
+}
+
+fn status(namespace: &str, pod: &str, class: &str, version: &str, rv: &str) -> ProviderStatus {
+    ProviderStatus {
+        id: StatusRef {
+            namespace: namespace.into(),
+            name: format!("{pod}-{namespace}-{class}"),
+        },
+        class: class.into(),
+        objects: Some(vec![("secret/db".into(), version.into())]),
+        resource_version: rv.into(),
+    }
+}
+
+fn class(namespace: &str, name: &str) -> ConfigKey {
+    ConfigKey::new(ConfigKind::SecretProviderClass, namespace, name)
+}
+
+fn version_of(t: &Tracker, key: &ConfigKey) -> Option<String> {
+    let content = t.provider_class(key)?;
+    content.value("secret/db").map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+/// A tracker with CSI statuses followed, synced with `workloads`, then shown `statuses` one by one.
+fn with_statuses(workloads: Vec<Workload>, statuses: Vec<ProviderStatus>) -> Tracker {
+    let t = Tracker::new(&WorkloadKind::BUILT_IN, None)
+        .with_reloader(options())
+        .with_provider_statuses();
+    let (mut t, _) = synced_from(t, workloads, vec![]);
+    for s in statuses {
+        t.apply(Change::ProviderStatus(scope(STATUSES), Event::Apply(s)));
+    }
+    t
+}
+
+fn apply(t: &mut Tracker, event: Event<ProviderStatus>) -> Effects {
+    t.apply(Change::ProviderStatus(scope(STATUSES), event))
+}
+
+#[test]
+fn statuses_are_watched_only_where_config_maps_are_and_gate_readiness() {
+    let namespaces = std::collections::BTreeSet::from(["a".to_string(), "b".to_string()]);
+    let t = Tracker::new(&WorkloadKind::BUILT_IN, Some(&namespaces)).with_provider_statuses();
+    let watched: Vec<_> = t
+        .scopes()
+        .iter()
+        .filter(|s| s.resource == STATUSES)
+        .map(|s| s.namespace.as_deref())
+        .collect();
+    assert_eq!(watched, [Some("a"), Some("b")]);
+    assert!(t.unsynced().iter().any(|s| s.resource == STATUSES));
+}
+
+#[test]
+fn a_rotation_wakes_the_workloads_mounting_the_class_and_the_class_holds_what_it_mounted() {
+    let mut t = with_statuses(
+        vec![mounts("ns", "web", "vault"), mounts("ns", "other", "elsewhere")],
+        vec![status("ns", "web-0", "vault", "v1", "10")],
+    );
+    assert_eq!(version_of(&t, &class("ns", "vault")).as_deref(), Some("v1"));
+    let fx = apply(&mut t, Event::Apply(status("ns", "web-0", "vault", "v2", "11")));
+    assert_eq!(names_of(&fx), ["web"]);
+    assert!(fx.config_triggered);
+    assert_eq!(fx.changed_configs, [class("ns", "vault")], "the flap breaker counts it");
+    assert_eq!(version_of(&t, &class("ns", "vault")).as_deref(), Some("v2"));
+    assert_eq!(t.config(&class("ns", "vault")).map(|v| v.resource_version.as_str()), Some("11"));
+
+    // The same SHA-1 written again (a label, the driver's periodic check) is no rotation.
+    let fx = apply(&mut t, Event::Apply(status("ns", "web-0", "vault", "v2", "12")));
+    assert!(fx.enqueue.is_empty());
+}
+
+#[test]
+fn a_new_pods_status_and_another_pod_catching_up_change_nothing() {
+    let mut t = with_statuses(
+        vec![mounts("ns", "web", "vault")],
+        vec![
+            status("ns", "web-0", "vault", "v1", "10"),
+            status("ns", "web-1", "vault", "v1", "11"),
+        ],
+    );
+    let fx = apply(&mut t, Event::Apply(status("ns", "web-0", "vault", "v2", "12")));
+    assert_eq!(names_of(&fx), ["web"]);
+    let fx = apply(&mut t, Event::Apply(status("ns", "web-1", "vault", "v2", "13")));
+    assert!(fx.enqueue.is_empty(), "web-1 caught up with the rotation");
+    // A pod created later reports whatever it mounted: Reloader ignores creations, and so does wave.
+    let fx = apply(&mut t, Event::Apply(status("ns", "web-2", "vault", "v3", "14")));
+    assert!(fx.enqueue.is_empty());
+    assert_eq!(version_of(&t, &class("ns", "vault")).as_deref(), Some("v2"));
+}
+
+#[test]
+fn an_update_of_a_status_that_had_no_objects_is_a_rotation_as_in_reloader() {
+    let mut empty = status("ns", "web-0", "vault", "", "10");
+    empty.objects = None;
+    let mut t = with_statuses(vec![mounts("ns", "web", "vault")], vec![empty]);
+    let fx = apply(&mut t, Event::Apply(status("ns", "web-0", "vault", "v1", "11")));
+    assert_eq!(names_of(&fx), ["web"]);
+}
+
+#[test]
+fn a_status_in_another_namespace_naming_the_same_class_wakes_nothing_here() {
+    let mut t = with_statuses(
+        vec![mounts("ns", "web", "vault")],
+        vec![
+            status("ns", "web-0", "vault", "v1", "10"),
+            status("tenant", "evil-0", "vault", "v1", "11"),
+        ],
+    );
+    let fx = apply(&mut t, Event::Apply(status("tenant", "evil-0", "vault", "v9", "12")));
+    assert!(fx.enqueue.is_empty());
+    assert_eq!(version_of(&t, &class("ns", "vault")).as_deref(), Some("v1"));
+    assert_eq!(version_of(&t, &class("tenant", "vault")).as_deref(), Some("v9"));
+}
+
+/// `Init` (`start`) or `InitDone` for the stream of `s`.
+fn boundary(s: &Scope, start: bool) -> Change {
+    fn event<T>(start: bool) -> Event<T> {
+        if start { Event::Init } else { Event::InitDone }
+    }
+    match s.resource {
+        Resource::Workload(_) => Change::Workload(s.clone(), event(start)),
+        Resource::Config(_) => Change::Config(s.clone(), event(start)),
+        Resource::Namespace => Change::Namespace(s.clone(), event(start)),
+        Resource::ProviderStatus => Change::ProviderStatus(s.clone(), event(start)),
+    }
+}
+
+#[test]
+fn the_first_list_starts_each_class_from_its_newest_status() {
+    let mut t = Tracker::new(&WorkloadKind::BUILT_IN, None)
+        .with_reloader(options())
+        .with_provider_statuses();
+    let scopes = t.scopes().to_vec();
+    for s in &scopes {
+        t.apply(boundary(s, true));
+    }
+    // A rotation half done across pods when wave starts: web-1 has the newest.
+    apply(&mut t, Event::InitApply(status("ns", "web-0", "vault", "v1", "20")));
+    apply(&mut t, Event::InitApply(status("ns", "web-1", "vault", "v2", "21")));
+    apply(&mut t, Event::InitApply(status("ns", "web-2", "vault", "v1", "19")));
+    for s in &scopes {
+        t.apply(boundary(s, false));
+    }
+    assert!(t.is_ready());
+    assert_eq!(version_of(&t, &class("ns", "vault")).as_deref(), Some("v2"));
+}
+
+#[test]
+fn a_relist_showing_a_status_rotated_while_the_watch_was_down_is_a_rotation() {
+    let mut t = with_statuses(
+        vec![mounts("ns", "web", "vault")],
+        vec![status("ns", "web-0", "vault", "v1", "10")],
+    );
+    apply(&mut t, Event::Init);
+    let fx = apply(&mut t, Event::InitApply(status("ns", "web-0", "vault", "v2", "30")));
+    assert_eq!(names_of(&fx), ["web"]);
+    apply(&mut t, Event::InitDone);
+    assert_eq!(version_of(&t, &class("ns", "vault")).as_deref(), Some("v2"));
+}
+
+#[test]
+fn a_class_is_gone_with_its_last_status_and_a_deletion_or_creation_reloads_nothing() {
+    let w = mounts("ns", "web", "vault");
+    let mut t = with_statuses(
+        vec![w.clone()],
+        vec![
+            status("ns", "web-0", "vault", "v1", "10"),
+            status("ns", "web-1", "vault", "v1", "11"),
+        ],
+    );
+    let key = class("ns", "vault");
+    let needs = t.reloader_selection(&w).expect("selected").needs(&w);
+    let existing = vec![Candidate {
+        key: key.clone(),
+        matched: false,
+        lifecycle: Lifecycle::Existing,
+    }];
+    // Created after the first list, under --reload-on-create: still no creation to reload for.
+    assert_eq!(t.reloader_candidates(&w, &needs), existing);
+
+    let fx = apply(&mut t, Event::Delete(status("ns", "web-0", "vault", "v1", "12")));
+    assert!(fx.enqueue.is_empty());
+    assert!(t.provider_class(&key).is_some());
+    let fx = apply(&mut t, Event::Delete(status("ns", "web-1", "vault", "v1", "13")));
+    assert_eq!(names_of(&fx), ["web"], "told the class is gone");
+    assert!(fx.changed_configs.is_empty());
+    assert_eq!(t.provider_class(&key), None);
+    // Under --reload-on-delete too, a class gone is no candidate: nothing to remove.
+    assert!(t.reloader_candidates(&w, &needs).is_empty());
+}
