@@ -726,6 +726,14 @@ pub struct ReloaderArgs {
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub sync_after_restart: bool,
 
+    /// Reloader's `--enable-csi-integration`: a SecretProviderClass rotated by the Secrets Store CSI
+    /// driver reloads the Reloader-annotated workloads that mount it and ask for it
+    /// (`secretproviderclass.reloader.stakater.com/auto` or `/reload`, or `reloader.stakater.com/auto`).
+    /// Needs list and watch on the driver's secretproviderclasspodstatuses; without its CRDs, a warning.
+    #[arg(long, env = "WAVE_ENABLE_CSI_INTEGRATION", num_args = 0..=1, require_equals = true, requires = "reloader_compat",
+          default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
+    pub enable_csi_integration: bool,
+
     /// Reloader's flags that rename its annotations.
     #[command(flatten)]
     pub annotation_names: ReloaderAnnotationNames,
@@ -929,10 +937,6 @@ pub struct ReloaderRefused {
     enable_pprof: Option<String>,
     #[arg(long, hide = true, value_parser = off_only("wave has no Go profiler (see --enable-pprof); drop this flag"))]
     pprof_addr: Option<String>,
-    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = off_only("reloading on SecretProviderClass (CSI) rotations is not supported yet; \
-              mount the secret as a Kubernetes Secret (the driver's secretObjects) and wave follows that Secret"))]
-    enable_csi_integration: Option<String>,
 }
 
 /// A parser of a refused flag: every value but the ones that turn it off (`false`, or empty) is an
@@ -964,6 +968,7 @@ impl ReloaderArgs {
             ignore_cron_jobs: self.ignored_workload_types.iter().any(|t| t == "cronjobs"),
             ignore_jobs: self.ignored_workload_types.iter().any(|t| t == "jobs"),
             notify_only: self.posts.webhook_url().is_some(),
+            csi: self.enable_csi_integration,
         })
     }
 }

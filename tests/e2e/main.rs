@@ -15,6 +15,7 @@ mod operations;
 mod pacing;
 mod reloader;
 mod reloader_alerts;
+mod reloader_csi;
 mod reloader_jobs;
 mod reloader_parity;
 mod rollouts;

@@ -230,15 +230,14 @@ const ACCEPTED: [&str; 24] = [
     "--reload-on-create=true",
     "--reload-on-delete=true",
     "--sync-after-restart",
-    "--enable-csi-integration=false",
+    "--enable-csi-integration",
 ];
 
 /// The flags of Reloader v1.4.21 that wave refuses, and what the refusal must name instead.
-const REFUSED: [(&str, &str); 14] = [
+const REFUSED: [(&str, &str); 13] = [
     ("--enable-pprof", "/metrics"),
     ("--enable-pprof=true", "/metrics"),
     ("--pprof-addr=:6060", "no Go profiler"),
-    ("--enable-csi-integration", "secretObjects"),
     (
         "--configmap-annotation=team.io/reload",
         "configmap.reloader.stakater.com/reload",

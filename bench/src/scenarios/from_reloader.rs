@@ -303,6 +303,7 @@ async fn create(client: &Client, ns: &str, name: &str, kind: ConfigKind, data: V
             .await
             .map(drop)
             .map_err(err),
+        ConfigKind::SecretProviderClass => Err(format!("M1 creates no SecretProviderClass ({ns}/{name})")),
     }
 }
 
@@ -356,6 +357,9 @@ async fn change(client: &Client, namespaces: &[&str], n: usize) -> Result<(), Er
                 .patch(name, &pp, &Patch::Merge(json!({"stringData": data})))
                 .await
                 .map(drop),
+            ConfigKind::SecretProviderClass => {
+                return Err(format!("M1 changes no SecretProviderClass ({name})"));
+            }
         };
         result.map_err(|e| format!("change {n} of {ns}/{name}: {e}"))?;
     }

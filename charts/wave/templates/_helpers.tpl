@@ -85,6 +85,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: [jobs]
   verbs: [get, list, watch, create, delete]
 {{- end }}
+{{- if and .Values.reloader.enableCSIIntegration .Values.reloader.compat }}
+# --enable-csi-integration: what the Secrets Store CSI driver mounted for each pod (versions, no values).
+- apiGroups: [secrets-store.csi.x-k8s.io]
+  resources: [secretproviderclasspodstatuses]
+  verbs: [list, watch]
+{{- end }}
 {{- if .Values.argoRollouts.enabled }}
 - apiGroups: [argoproj.io]
   resources: [rollouts]

@@ -142,7 +142,8 @@ pub mod reloader {
     /// reload it.
     pub const SECRET_PROVIDER_CLASS_RELOAD: &str = "secretproviderclass.reloader.stakater.com/reload";
     /// On a workload: SecretProviderClasses never to reload it for (comma-separated names).
-    pub const SECRET_PROVIDER_CLASS_EXCLUDE: &str = "secretproviderclasses.exclude.reloader.stakater.com/reload";
+    pub const SECRET_PROVIDER_CLASS_EXCLUDE: &str =
+        "secretproviderclasses.exclude.reloader.stakater.com/reload";
     /// On a workload: reload on a change to a referenced object marked with [`MATCH`].
     pub const SEARCH: &str = "reloader.stakater.com/search";
     /// On a ConfigMap or Secret: found by workloads that say [`SEARCH`].

@@ -52,6 +52,37 @@ pub fn workload_api(client: &Client, kind: WorkloadKind, namespace: Option<&str>
     }
 }
 
+/// The Secrets Store CSI driver's SecretProviderClassPodStatuses (`--enable-csi-integration`).
+pub fn provider_status_api(client: &Client, namespace: Option<&str>) -> Api<DynamicObject> {
+    use wave_core::names::csi;
+    let gvk = kube::core::GroupVersionKind::gvk(csi::GROUP, csi::VERSION, csi::POD_STATUS_KIND);
+    let resource = kube::core::ApiResource::from_gvk_with_plural(&gvk, csi::POD_STATUS_PLURAL);
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    }
+}
+
+/// Whether the apiserver serves SecretProviderClassPodStatuses (the CSI driver's CRDs are installed):
+/// `Err` with what went wrong when discovery itself failed.
+pub async fn serves_provider_statuses(client: &Client) -> Result<bool, String> {
+    use wave_core::names::csi;
+    let gv = kube::core::GroupVersion::gv(csi::GROUP, csi::VERSION);
+    match kube::discovery::pinned_group(client, &gv).await {
+        Ok(group) => Ok(group
+            .versioned_resources(csi::VERSION)
+            .iter()
+            .any(|(r, _)| r.plural == csi::POD_STATUS_PLURAL)),
+        Err(e) if status_code(&e) == Some(404) => Ok(false),
+        Err(e) => Err(format!(
+            "discovering {}/{}: {}",
+            csi::GROUP,
+            csi::VERSION,
+            describe(&e)
+        )),
+    }
+}
+
 /// The kind of a `--workload-resource`, from the apiserver's discovery of its group and version.
 pub async fn resolve_kind(client: &Client, resource: &ResourceSpec) -> Result<WorkloadKind, String> {
     let gv = kube::core::GroupVersion::gv(&resource.group, &resource.version);
@@ -290,7 +321,20 @@ pub async fn fetch_content(
             let content = Content::from_secret(&secret);
             (secret.metadata, content)
         }),
+        ConfigKind::SecretProviderClass => return Err(provider_class(key)),
     })
+}
+
+/// wave never reads or writes a SecretProviderClass: what it follows of one is what its pods' statuses
+/// report (`wave_core::reloader::ProviderStatus`), held by the tracker. Asked anyway, the answer is this
+/// error, not a request.
+fn provider_class(key: &ConfigKey) -> kube::Error {
+    let message = format!("wave does not read or write SecretProviderClass {key} itself");
+    kube::Error::Api(
+        kube::core::Status::failure(&message, "BadRequest")
+            .with_code(400)
+            .boxed(),
+    )
 }
 
 /// `Api::get_opt` with parameters: `None` on NotFound.
@@ -359,6 +403,7 @@ pub async fn config_metadata(client: &Client, key: &ConfigKey) -> Result<Option<
             .get_metadata_opt(&key.name)
             .await?
             .map(|m| m.metadata),
+        ConfigKind::SecretProviderClass => return Err(provider_class(key)),
     })
 }
 
@@ -380,6 +425,7 @@ pub async fn patch_config_metadata(
             .patch_metadata(&key.name, &params, &patch)
             .await
             .map(drop),
+        ConfigKind::SecretProviderClass => Err(provider_class(key)),
     }
 }
 
@@ -507,6 +553,7 @@ pub async fn current_config(client: &Client, key: &ConfigKey) -> Result<Option<C
             .get_opt(&key.name)
             .await?
             .map(|s| CurrentObject::of_secret(&s)),
+        ConfigKind::SecretProviderClass => return Err(provider_class(key)),
     })
 }
 
@@ -528,6 +575,7 @@ pub async fn patch_config(
             .patch(&key.name, &params, &patch)
             .await
             .map(|secret| ObjectVersion::of(&secret.metadata)),
+        ConfigKind::SecretProviderClass => Err(provider_class(key)),
     }
 }
 

@@ -241,6 +241,10 @@ pub enum RunError {
     /// `--alert-webhook-url`, `--alert-webhook-proxy` or `--webhook-url` can never be posted to.
     #[error("cannot post alerts or --webhook-url notices")]
     Alerts(#[source] AlertError),
+    /// `--enable-csi-integration`: whether the apiserver serves the CSI driver's statuses could not be
+    /// found out (a missing CRD is a warning, not this).
+    #[error("--enable-csi-integration: {0}")]
+    CsiDiscovery(String),
 }
 
 /// Why a URL wave posts to about reloads can never be reached (`alerts`). It never holds the URL, which

@@ -71,19 +71,20 @@ impl ProviderStatus {
     }
 }
 
-/// A SecretProviderClassPodStatus as the watch delivers it (JSON), read into a [`ProviderStatus`];
-/// `None` when it names no class (it reports on nothing).
+/// A SecretProviderClassPodStatus's `status` as the watch delivers it (JSON), read into a
+/// [`ProviderStatus`]. Fields of the wrong type read as absent; one that names no class (an empty
+/// [`ProviderStatus::class`]) reports on nothing.
 pub fn provider_status(
     id: StatusRef,
     resource_version: String,
     status: Option<&serde_json::Value>,
-) -> Option<ProviderStatus> {
-    let status = status?;
-    let class = status.get("secretProviderClassName")?.as_str()?.to_string();
-    if class.is_empty() {
-        return None;
-    }
-    let objects = status.get("objects").and_then(|o| o.as_array()).map(|list| {
+) -> ProviderStatus {
+    let field = |f: &str| status.and_then(|s| s.get(f));
+    let class = field("secretProviderClassName")
+        .and_then(|c| c.as_str())
+        .unwrap_or_default()
+        .to_string();
+    let objects = field("objects").and_then(|o| o.as_array()).map(|list| {
         list.iter()
             .map(|o| {
                 let field = |f: &str| o.get(f).and_then(|v| v.as_str()).unwrap_or_default().to_string();
@@ -91,12 +92,12 @@ pub fn provider_status(
             })
             .collect()
     });
-    Some(ProviderStatus {
+    ProviderStatus {
         id,
         class,
         objects,
         resource_version,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-use serde_json::json;
 use crate::names::reloader as names;
+use serde_json::json;
 
 use super::*;
 use crate::reloader::testing::{candidates, reloader_workload};
@@ -38,11 +38,14 @@ fn the_sha_is_reloaders_over_the_objects_ids_versions_and_the_class_name() {
 }
 
 #[test]
-fn a_status_is_read_from_its_json_and_one_naming_no_class_is_nothing() {
+fn a_status_is_read_from_its_json_and_fields_of_the_wrong_type_read_as_absent() {
     let json = json!({"secretProviderClassName": "vault-db", "podName": "web-0", "mounted": true,
         "objects": [{"id": "secret/db", "version": "v1"}, {"id": "secret/api"}]});
-    let read = provider_status(id("s"), "9".into(), Some(&json)).expect("a class");
-    assert_eq!(read.class_key(), ConfigKey::new(ConfigKind::SecretProviderClass, "ns", "vault-db"));
+    let read = provider_status(id("s"), "9".into(), Some(&json));
+    assert_eq!(
+        read.class_key(),
+        ConfigKey::new(ConfigKind::SecretProviderClass, "ns", "vault-db")
+    );
     assert_eq!(
         read.objects,
         Some(vec![
@@ -50,11 +53,16 @@ fn a_status_is_read_from_its_json_and_one_naming_no_class_is_nothing() {
             ("secret/api".to_string(), String::new())
         ])
     );
-    let no_objects = provider_status(id("s"), "9".into(), Some(&json!({"secretProviderClassName": "x"})));
-    assert_eq!(no_objects.expect("a class").objects, None);
-    assert_eq!(provider_status(id("s"), "9".into(), None), None);
-    let unnamed = json!({"secretProviderClassName": "", "objects": []});
-    assert_eq!(provider_status(id("s"), "9".into(), Some(&unnamed)), None);
+    let no_objects = provider_status(
+        id("s"),
+        "9".into(),
+        Some(&json!({"secretProviderClassName": "x"})),
+    );
+    assert_eq!(no_objects.objects, None);
+    assert_eq!(provider_status(id("s"), "9".into(), None).class, "");
+    let garbage = json!({"secretProviderClassName": 7, "objects": "nope"});
+    let read = provider_status(id("s"), "9".into(), Some(&garbage));
+    assert_eq!((read.class.as_str(), read.objects), ("", None));
 }
 
 fn csi_spec() -> serde_json::Value {
@@ -72,7 +80,10 @@ fn class(name: &str) -> ConfigKey {
 #[test]
 fn a_mounted_class_reloads_through_the_container_mounting_it_only_with_csi_integration_on() {
     let w = reloader_workload(&[(names::SECRET_PROVIDER_CLASS_AUTO, "true")], csi_spec());
-    assert!(selection(&w, &Options::default()).is_none(), "without --enable-csi-integration");
+    assert!(
+        selection(&w, &Options::default()).is_none(),
+        "without --enable-csi-integration"
+    );
     let options = Options {
         csi: true,
         ..Options::default()
@@ -81,7 +92,10 @@ fn a_mounted_class_reloads_through_the_container_mounting_it_only_with_csi_integ
     assert!(sel.needs(&w).keys.contains(&class("vault-db")));
     let found = targets(&w, &sel, &candidates(&[class("vault-db"), class("other")]));
     assert_eq!(found.len(), 1);
-    assert_eq!((found[0].key.clone(), found[0].container.as_str()), (class("vault-db"), "app"));
+    assert_eq!(
+        (found[0].key.clone(), found[0].container.as_str()),
+        (class("vault-db"), "app")
+    );
     assert_eq!(
         env_var_name(ConfigKind::SecretProviderClass, "vault-db"),
         "STAKATER_VAULT_DB_SECRETPROVIDERCLASS"
@@ -99,7 +113,10 @@ fn auto_covers_classes_and_exclude_and_reload_by_name_work_as_for_secrets() {
     assert_eq!(targets(&auto, &sel, &candidates(&[class("vault-db")])).len(), 1);
 
     let excluded = reloader_workload(
-        &[(names::AUTO, "true"), (names::SECRET_PROVIDER_CLASS_EXCLUDE, "vault-db")],
+        &[
+            (names::AUTO, "true"),
+            (names::SECRET_PROVIDER_CLASS_EXCLUDE, "vault-db"),
+        ],
         csi_spec(),
     );
     let sel = selection(&excluded, &options).expect("selected");
@@ -112,6 +129,9 @@ fn auto_covers_classes_and_exclude_and_reload_by_name_work_as_for_secrets() {
     );
     let sel = selection(&named, &options).expect("selected");
     let found = targets(&named, &sel, &candidates(&[class("vault-api"), class("other")]));
-    assert_eq!(found.iter().map(|t| t.key.clone()).collect::<Vec<_>>(), vec![class("vault-api")]);
+    assert_eq!(
+        found.iter().map(|t| t.key.clone()).collect::<Vec<_>>(),
+        vec![class("vault-api")]
+    );
     assert_eq!(found[0].container, "only");
 }

@@ -157,7 +157,13 @@ pub(super) fn csi_classes(template: &k8s_openapi::api::core::v1::PodTemplateSpec
         .spec
         .iter()
         .flat_map(|spec| spec.volumes.iter().flatten())
-        .filter_map(|v| v.csi.as_ref()?.volume_attributes.as_ref()?.get(csi::VOLUME_ATTRIBUTE))
+        .filter_map(|v| {
+            v.csi
+                .as_ref()?
+                .volume_attributes
+                .as_ref()?
+                .get(csi::VOLUME_ATTRIBUTE)
+        })
         .filter(|name| !name.is_empty())
         .cloned()
         .collect()

@@ -57,7 +57,11 @@ fn container_for(spec: &PodSpec, kind: ConfigKind, name: &str, auto: bool) -> Op
             ConfigKind::SecretProviderClass => v
                 .csi
                 .as_ref()
-                .and_then(|c| c.volume_attributes.as_ref()?.get(crate::names::csi::VOLUME_ATTRIBUTE))
+                .and_then(|c| {
+                    c.volume_attributes
+                        .as_ref()?
+                        .get(crate::names::csi::VOLUME_ATTRIBUTE)
+                })
                 .is_some_and(|class| class == name),
         };
         plain

@@ -93,6 +93,11 @@ impl Tracker {
     }
 
     fn upsert_status(&mut self, status: ProviderStatus, fx: &mut Effects) {
+        // One that names no class reports on nothing (as if it did not exist).
+        if status.class.is_empty() {
+            self.delete_status(&status.id, fx);
+            return;
+        }
         let class = status.class_key();
         let sha = status.objects.is_some().then(|| status.sha());
         let before = self.statuses.insert(

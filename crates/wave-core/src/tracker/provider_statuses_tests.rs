@@ -50,7 +50,9 @@ fn class(namespace: &str, name: &str) -> ConfigKey {
 
 fn version_of(t: &Tracker, key: &ConfigKey) -> Option<String> {
     let content = t.provider_class(key)?;
-    content.value("secret/db").map(|v| String::from_utf8_lossy(v).into_owned())
+    content
+        .value("secret/db")
+        .map(|v| String::from_utf8_lossy(v).into_owned())
 }
 
 /// A tracker with CSI statuses followed, synced with `workloads`, then shown `statuses` one by one.
@@ -93,9 +95,17 @@ fn a_rotation_wakes_the_workloads_mounting_the_class_and_the_class_holds_what_it
     let fx = apply(&mut t, Event::Apply(status("ns", "web-0", "vault", "v2", "11")));
     assert_eq!(names_of(&fx), ["web"]);
     assert!(fx.config_triggered);
-    assert_eq!(fx.changed_configs, [class("ns", "vault")], "the flap breaker counts it");
+    assert_eq!(
+        fx.changed_configs,
+        [class("ns", "vault")],
+        "the flap breaker counts it"
+    );
     assert_eq!(version_of(&t, &class("ns", "vault")).as_deref(), Some("v2"));
-    assert_eq!(t.config(&class("ns", "vault")).map(|v| v.resource_version.as_str()), Some("11"));
+    assert_eq!(
+        t.config(&class("ns", "vault"))
+            .map(|v| v.resource_version.as_str()),
+        Some("11")
+    );
 
     // The same SHA-1 written again (a label, the driver's periodic check) is no rotation.
     let fx = apply(&mut t, Event::Apply(status("ns", "web-0", "vault", "v2", "12")));
@@ -139,7 +149,10 @@ fn a_status_in_another_namespace_naming_the_same_class_wakes_nothing_here() {
             status("tenant", "evil-0", "vault", "v1", "11"),
         ],
     );
-    let fx = apply(&mut t, Event::Apply(status("tenant", "evil-0", "vault", "v9", "12")));
+    let fx = apply(
+        &mut t,
+        Event::Apply(status("tenant", "evil-0", "vault", "v9", "12")),
+    );
     assert!(fx.enqueue.is_empty());
     assert_eq!(version_of(&t, &class("ns", "vault")).as_deref(), Some("v1"));
     assert_eq!(version_of(&t, &class("tenant", "vault")).as_deref(), Some("v9"));
@@ -168,9 +181,18 @@ fn the_first_list_starts_each_class_from_its_newest_status() {
         t.apply(boundary(s, true));
     }
     // A rotation half done across pods when wave starts: web-1 has the newest.
-    apply(&mut t, Event::InitApply(status("ns", "web-0", "vault", "v1", "20")));
-    apply(&mut t, Event::InitApply(status("ns", "web-1", "vault", "v2", "21")));
-    apply(&mut t, Event::InitApply(status("ns", "web-2", "vault", "v1", "19")));
+    apply(
+        &mut t,
+        Event::InitApply(status("ns", "web-0", "vault", "v1", "20")),
+    );
+    apply(
+        &mut t,
+        Event::InitApply(status("ns", "web-1", "vault", "v2", "21")),
+    );
+    apply(
+        &mut t,
+        Event::InitApply(status("ns", "web-2", "vault", "v1", "19")),
+    );
     for s in &scopes {
         t.apply(boundary(s, false));
     }
@@ -185,7 +207,10 @@ fn a_relist_showing_a_status_rotated_while_the_watch_was_down_is_a_rotation() {
         vec![status("ns", "web-0", "vault", "v1", "10")],
     );
     apply(&mut t, Event::Init);
-    let fx = apply(&mut t, Event::InitApply(status("ns", "web-0", "vault", "v2", "30")));
+    let fx = apply(
+        &mut t,
+        Event::InitApply(status("ns", "web-0", "vault", "v2", "30")),
+    );
     assert_eq!(names_of(&fx), ["web"]);
     apply(&mut t, Event::InitDone);
     assert_eq!(version_of(&t, &class("ns", "vault")).as_deref(), Some("v2"));

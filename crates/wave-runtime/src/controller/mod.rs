@@ -83,7 +83,25 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         .ignoring(config.namespaces_to_ignore.clone())
         .with_cross_namespace(config.cross_namespace);
     if let Some(options) = &config.reloader {
-        tracker = tracker.with_reloader(options.clone());
+        let mut options = options.clone();
+        if options.csi {
+            // As Reloader, without the CSI driver's CRDs there is nothing to follow: a warning, and on.
+            if api::serves_provider_statuses(&client)
+                .await
+                .map_err(RunError::CsiDiscovery)?
+            {
+                tracker = tracker.with_provider_statuses();
+            } else {
+                tracing::warn!(
+                    "--enable-csi-integration: the apiserver serves no {}/{} {} (the Secrets Store CSI driver's CRDs are not installed); SecretProviderClass rotations are not followed",
+                    wave_core::names::csi::GROUP,
+                    wave_core::names::csi::VERSION,
+                    wave_core::names::csi::POD_STATUS_PLURAL,
+                );
+                options.csi = false;
+            }
+        }
+        tracker = tracker.with_reloader(options);
     }
     if let Some(selector) = &config.namespace_selector {
         tracker = tracker.selecting_namespaces(selector.clone());

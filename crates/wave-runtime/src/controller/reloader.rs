@@ -35,7 +35,7 @@ use wave_core::names::{
     reloader::{RELOADED, RESUMED},
 };
 use wave_core::pace;
-use wave_core::refs::{ConfigKey, Keys, Reference, References};
+use wave_core::refs::{ConfigKey, ConfigKind, Keys, Reference, References};
 use wave_core::reloader::{self, Mark, Pause};
 use wave_core::workload::{Workload, WorkloadKind, WorkloadRef};
 
@@ -75,7 +75,19 @@ pub async fn reconcile(
             )
         };
         let refs = references(&targets);
-        let (fetched, versions) = ctx.content.resolve_versions(&refs, &ctx.tracker).await?;
+        let (mut fetched, versions) = ctx.content.resolve_versions(&refs, &ctx.tracker).await?;
+        {
+            // A SecretProviderClass is not read: the tracker holds what its pods' statuses reported.
+            let tracker = ctx.tracker();
+            for target in targets
+                .iter()
+                .filter(|t| t.key.kind == ConfigKind::SecretProviderClass)
+            {
+                if let Some(content) = tracker.provider_class(&target.key) {
+                    fetched.insert(target.key.clone(), content);
+                }
+            }
+        }
         {
             // A workload wave saw created starts from the data of its creation (`reloader::since`).
             let tracker = ctx.tracker();
@@ -497,7 +509,8 @@ pub async fn finish_recreation(ctx: &Context, id: &WorkloadRef) -> Result<Option
     }
 }
 
-/// The targets as optional references to every key: what the content cache and the flap breaker take.
+/// The ConfigMap and Secret targets as optional references to every key: what the content cache and the
+/// flap breaker take (SecretProviderClasses are the tracker's).
 fn references(targets: &[reloader::Target]) -> References {
     let mut refs = References::default();
     for target in targets {
@@ -508,8 +521,9 @@ fn references(targets: &[reloader::Target]) -> References {
             origin: format!("Reloader target (container {:?})", target.container),
         };
         match target.key.kind {
-            wave_core::refs::ConfigKind::ConfigMap => refs.config_maps.push(reference),
-            wave_core::refs::ConfigKind::Secret => refs.secrets.push(reference),
+            ConfigKind::ConfigMap => refs.config_maps.push(reference),
+            ConfigKind::Secret => refs.secrets.push(reference),
+            ConfigKind::SecretProviderClass => {}
         }
     }
     refs

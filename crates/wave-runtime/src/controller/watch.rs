@@ -3,7 +3,8 @@
 //! ```text
 //! Api<DynamicObject> per workload kind ─watcher─► Workload (template and progress kept) ───┐
 //! Api<PartialObjectMeta<ConfigMap|Secret>> ─watcher─► ConfigMeta (key, uid, rv) ───────┼─► Change
-//! Api<PartialObjectMeta<Namespace>> (--namespace-selector) ─► NamespaceMeta (name, labels) ┘
+//! Api<PartialObjectMeta<Namespace>> (--namespace-selector) ─► NamespaceMeta (name, labels) ┤
+//! Api<DynamicObject> SecretProviderClassPodStatus (--enable-csi-integration) ─► ProviderStatus ┘
 //! ```
 //!
 //! ConfigMaps and Secrets are watched metadata-only: their values never cross the wire here, and each
@@ -58,6 +59,14 @@ pub fn changes(
             Watched::Config(ConfigKind::Secret) => {
                 let api = api::scoped::<PartialObjectMeta<Secret>>(client, ns);
                 scoped(api, scope.clone(), h, m, config_change(ConfigKind::Secret))
+            }
+            // Never a scope: classes are followed through their pods' statuses (below).
+            Watched::Config(ConfigKind::SecretProviderClass) => futures::stream::empty().boxed(),
+            Watched::ProviderStatus => {
+                let api = api::provider_status_api(client, ns);
+                scoped(api, scope.clone(), h, m, |scope, event| {
+                    Change::ProviderStatus(scope, event.map(to_provider_status))
+                })
             }
             Watched::Namespace => {
                 let api = Api::<PartialObjectMeta<Namespace>>::all(client.clone());
@@ -172,6 +181,16 @@ fn to_workload(kind: WorkloadKind, object: DynamicObject) -> Workload {
             Workload::unreadable(kind, object.metadata)
         }
     }
+}
+
+/// A SecretProviderClassPodStatus as the tracker takes it.
+fn to_provider_status(object: DynamicObject) -> wave_core::reloader::ProviderStatus {
+    let id = wave_core::reloader::StatusRef {
+        namespace: object.metadata.namespace.unwrap_or_default(),
+        name: object.metadata.name.unwrap_or_default(),
+    };
+    let resource_version = object.metadata.resource_version.unwrap_or_default();
+    wave_core::reloader::provider_status(id, resource_version, object.data.get("status"))
 }
 
 fn config_change<K>(kind: ConfigKind) -> impl Fn(Scope, Event<PartialObjectMeta<K>>) -> Change {

@@ -1,0 +1,189 @@
+//! Secrets Store CSI rotations (`--enable-csi-integration`, with `--reloader-compat`): a workload that
+//! mounts a SecretProviderClass and asks Reloader for it reloads when the driver reports, by updating a
+//! pod's SecretProviderClassPodStatus, that it mounted new versions, as Reloader v1.4.21 does. The
+//! driver's CRDs come from its Go module (`hack/testenv csi-crds`); the driver itself needs a real node,
+//! so the tests write the statuses as the driver would.
+
+use serde_json::{Value, json};
+use testenv::wait_for;
+use wave_core::workload::WorkloadKind;
+
+use crate::harness::*;
+use crate::reloader::{env_of, reloader_sha};
+
+const ENV_VAR: &str = "STAKATER_VAULT_SECRETPROVIDERCLASS";
+
+/// Reloader's SHA-1 of a status of class `vault` that mounted `secret/db` at `version`, computed
+/// outside wave (`sha1sum`).
+fn sha_of(version: &str) -> String {
+    reloader_sha(&[("secret/db", version), ("SecretProviderClassName", "vault")])
+}
+
+/// Writes the status of pod `pod`'s mount of class `class` as the driver would: created, or replaced.
+async fn report(client: &kube::Client, ns: &str, pod: &str, class: &str, version: &str) {
+    let name = format!("{pod}-{ns}-{class}");
+    let body = json!({"apiVersion": "secrets-store.csi.x-k8s.io/v1", "kind": "SecretProviderClassPodStatus",
+        "metadata": {"name": name, "labels": {"secrets-store.csi.k8s.io/pod.name": pod}},
+        "status": {"podName": pod, "secretProviderClassName": class, "mounted": true,
+            "targetPath": format!("/var/lib/kubelet/pods/{pod}/volumes/kubernetes.io~csi/secrets/mount"),
+            "objects": [{"id": "secret/db", "version": version}]}});
+    let api = wave_runtime::api::provider_status_api(client, Some(ns));
+    let params = kube::api::PatchParams::apply("csi-driver-in-test").force();
+    api.patch(&name, &params, &kube::api::Patch::Apply(body))
+        .await
+        .unwrap_or_else(|e| panic!("writing status {ns}/{name}: {e}"));
+}
+
+/// A pod spec whose container `app` (after a sidecar) mounts class `class` through the CSI driver.
+fn mounting(class: &str) -> Value {
+    json!({"containers": [
+            {"name": "sidecar", "image": "busybox"},
+            {"name": "app", "image": "busybox", "volumeMounts": [{"name": "secrets", "mountPath": "/mnt/secrets"}]}],
+        "volumes": [{"name": "secrets", "csi": {"driver": "secrets-store.csi.k8s.io", "readOnly": true,
+            "volumeAttributes": {"secretProviderClass": class}}}]})
+}
+
+async fn env_var(client: &kube::Client, ns: &str, name: &str, container: &str) -> Option<String> {
+    env_of(client, ns, WorkloadKind::DEPLOYMENT, name, container)
+        .await
+        .into_iter()
+        .find(|(n, _)| n == ENV_VAR)
+        .map(|(_, v)| v)
+}
+
+#[tokio::test]
+async fn a_rotated_secret_provider_class_reloads_the_workloads_that_mount_it_and_ask_as_reloader_does() {
+    let (client, ns) = setup("reloader-csi").await;
+    let (_, tenant) = setup("reloader-csi-tenant").await;
+    install_csi_crds(&client).await;
+    report(&client, &ns, "web-0", "vault", "v1").await;
+    report(&client, &tenant, "evil-0", "vault", "v1").await;
+    let deployment = WorkloadKind::DEPLOYMENT;
+    let typed_auto = json!({"secretproviderclass.reloader.stakater.com/auto": "true"});
+    create_workload(
+        &client,
+        &ns,
+        deployment,
+        "web",
+        typed_auto.clone(),
+        mounting("vault"),
+    )
+    .await;
+    let by_name = json!({"secretproviderclass.reloader.stakater.com/reload": "vault"});
+    let first_only = json!({"containers": [{"name": "first", "image": "busybox"}]});
+    create_workload(&client, &ns, deployment, "named", by_name, first_only).await;
+    let excluded = json!({"reloader.stakater.com/auto": "true",
+        "secretproviderclasses.exclude.reloader.stakater.com/reload": "vault"});
+    create_workload(&client, &ns, deployment, "excluded", excluded, mounting("vault")).await;
+    create_workload(
+        &client,
+        &ns,
+        deployment,
+        "elsewhere",
+        typed_auto,
+        mounting("other"),
+    )
+    .await;
+    // Reloader's plain `auto` covers classes only under --enable-csi-integration; wave's ConfigMap
+    // annotations never reach one.
+    let wave = Wave::start(
+        &[&ns, &tenant],
+        &["--reloader-compat", "--enable-csi-integration"],
+    )
+    .await;
+    wait_for("wave to check the four Deployments", TIMEOUT, || async {
+        (wave.noops() >= 4).then_some(())
+    })
+    .await;
+    assert_eq!(wave.writes(), 0, "nothing written at start-up");
+
+    // A new pod's status is no rotation (Reloader ignores creations); a tenant's status naming a class
+    // of the same name in its own namespace reloads nothing here.
+    report(&client, &ns, "web-1", "vault", "v9").await;
+    report(&client, &tenant, "evil-0", "vault", "v666").await;
+    // The driver rotates what web-0 mounted: the class is now at v2.
+    report(&client, &ns, "web-0", "vault", "v2").await;
+    let v2 = sha_of("v2");
+    wait_for("web and named to carry the rotation", TIMEOUT, || async {
+        let web = env_var(&client, &ns, "web", "app").await?;
+        let named = env_var(&client, &ns, "named", "first").await?;
+        (web == v2 && named == v2).then_some(())
+    })
+    .await;
+    wave.expect_writes(2, "web and named, once each").await;
+    assert_eq!(
+        env_var(&client, &ns, "web", "sidecar").await,
+        None,
+        "on the container that mounts it"
+    );
+    assert_eq!(env_var(&client, &ns, "excluded", "app").await, None);
+    assert_eq!(env_var(&client, &ns, "elsewhere", "app").await, None);
+
+    // web-1 catching up with the rotation changes nothing; the next rotation reloads again.
+    report(&client, &ns, "web-1", "vault", "v2").await;
+    report(&client, &ns, "web-1", "vault", "v3").await;
+    let v3 = sha_of("v3");
+    wait_for("web to carry the next rotation", TIMEOUT, || async {
+        (env_var(&client, &ns, "web", "app").await? == v3).then_some(())
+    })
+    .await;
+    wave.expect_writes(4, "web and named, once more each").await;
+    let log = wave.output();
+    assert!(
+        !log.contains("v666"),
+        "nothing of the tenant's status in wave's log"
+    );
+}
+
+#[tokio::test]
+async fn with_the_annotations_strategy_a_rotation_writes_last_reloaded_from_naming_the_class() {
+    let (client, ns) = setup("reloader-csi-annotations").await;
+    install_csi_crds(&client).await;
+    report(&client, &ns, "web-0", "vault", "v1").await;
+    let auto = json!({"reloader.stakater.com/auto": "true"});
+    create_workload(
+        &client,
+        &ns,
+        WorkloadKind::DEPLOYMENT,
+        "web",
+        auto,
+        mounting("vault"),
+    )
+    .await;
+    let wave = Wave::start(
+        &[&ns],
+        &[
+            "--reloader-compat",
+            "--enable-csi-integration",
+            "--reload-strategy=annotations",
+        ],
+    )
+    .await;
+    wait_for("wave to check the Deployment", TIMEOUT, || async {
+        (wave.noops() >= 1).then_some(())
+    })
+    .await;
+    report(&client, &ns, "web-0", "vault", "v2").await;
+    let source: Value = wait_for("last-reloaded-from to name the class", TIMEOUT, || async {
+        let w = workload(&client, &ns, WorkloadKind::DEPLOYMENT, "web").await;
+        serde_json::from_str(
+            w.template
+                .annotation("reloader.stakater.com/last-reloaded-from")?,
+        )
+        .ok()
+    })
+    .await;
+    assert_eq!(source["type"], "SECRETPROVIDERCLASS");
+    assert_eq!(source["name"], "vault");
+    assert_eq!(source["namespace"], ns.as_str());
+    assert_eq!(source["hash"], sha_of("v2").as_str());
+    assert_eq!(source["containerRefs"], json!(["app"]));
+    wave.expect_writes(1, "one reload").await;
+}
+
+#[tokio::test]
+async fn enable_csi_integration_needs_reloader_compat() {
+    let (code, _, err) = run_wave(&["run", "--enable-csi-integration"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--reloader-compat"), "{err}");
+}
