@@ -187,3 +187,56 @@ async fn enable_csi_integration_needs_reloader_compat() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--reloader-compat"), "{err}");
 }
+
+#[tokio::test]
+async fn with_the_charts_rights_rotations_are_followed_and_without_them_wave_warns_and_runs() {
+    let (client, ns) = setup("reloader-csi-rbac").await;
+    let release_ns = testenv::namespace(&client, "reloader-csi-release").await;
+    install_csi_crds(&client).await;
+    report(&client, &ns, "web-0", "vault", "v1").await;
+    let auto = json!({"secretproviderclass.reloader.stakater.com/auto": "true"});
+    create_workload(
+        &client,
+        &ns,
+        WorkloadKind::DEPLOYMENT,
+        "web",
+        auto,
+        mounting("vault"),
+    )
+    .await;
+    let flags = ["--reloader-compat", "--enable-csi-integration"];
+    let pid = std::process::id();
+
+    // The chart without reloader.enableCSIIntegration grants nothing on the statuses: wave says so,
+    // gets ready, and runs without following rotations (its watch would never list otherwise).
+    let without = crate::ship::chart_identity(
+        &format!("csi-off-{pid}"),
+        &release_ns,
+        &["reloader.compat=true"],
+        |_| {},
+    );
+    let wave = Wave::start_as(&without, &[&ns], &flags).await;
+    wait_for("the warning that rotations are not followed", TIMEOUT, || async {
+        let log = wave.output();
+        (log.contains("cannot list secretproviderclasspodstatuses in namespace")
+            && log.contains("SecretProviderClass rotations are not followed"))
+        .then_some(())
+    })
+    .await;
+    drop(wave);
+
+    let sets = ["reloader.compat=true", "reloader.enableCSIIntegration=true"];
+    let with = crate::ship::chart_identity(&format!("csi-on-{pid}"), &release_ns, &sets, |_| {});
+    let wave = Wave::start_as(&with, &[&ns], &flags).await;
+    wait_for("wave to check the Deployment", TIMEOUT, || async {
+        (wave.noops() >= 1).then_some(())
+    })
+    .await;
+    report(&client, &ns, "web-0", "vault", "v2").await;
+    let v2 = sha_of("v2");
+    wait_for("web to carry the rotation", TIMEOUT, || async {
+        (env_var(&client, &ns, "web", "app").await? == v2).then_some(())
+    })
+    .await;
+    assert!(!wave.output().contains("not followed"), "{}", wave.output());
+}

@@ -83,6 +83,29 @@ pub async fn serves_provider_statuses(client: &Client) -> Result<bool, String> {
     }
 }
 
+/// Why wave cannot list SecretProviderClassPodStatuses where it watches (`None`: it can), read with one
+/// LIST of one object's metadata per namespace (or of the cluster).
+pub async fn provider_statuses_refused(
+    client: &Client,
+    namespaces: Option<&std::collections::BTreeSet<String>>,
+) -> Option<String> {
+    let scopes: Vec<Option<&str>> = match namespaces {
+        Some(list) => list.iter().map(|ns| Some(ns.as_str())).collect(),
+        None => vec![None],
+    };
+    for ns in scopes {
+        let probe = provider_status_api(client, ns)
+            .list_metadata(&ListParams::default().limit(1))
+            .await;
+        if let Err(e) = probe {
+            let scope = ns.map_or("the cluster".to_string(), |ns| format!("namespace {ns}"));
+            let plural = wave_core::names::csi::POD_STATUS_PLURAL;
+            return Some(format!("cannot list {plural} in {scope}: {}", describe(&e)));
+        }
+    }
+    None
+}
+
 /// The kind of a `--workload-resource`, from the apiserver's discovery of its group and version.
 pub async fn resolve_kind(client: &Client, resource: &ResourceSpec) -> Result<WorkloadKind, String> {
     let gv = kube::core::GroupVersion::gv(&resource.group, &resource.version);

@@ -114,8 +114,8 @@ pub struct Tracker {
     /// With `--enable-csi-integration`: each SecretProviderClassPodStatus's class and SHA-1
     /// (`provider_statuses`).
     statuses: HashMap<reloader::StatusRef, provider_statuses::Status>,
-    /// Per SecretProviderClass some status names: what it holds and how many statuses name it.
-    classes: HashMap<ConfigKey, provider_statuses::Class>,
+    /// Per SecretProviderClass some status has named: what its last rotation mounted.
+    classes: HashMap<ConfigKey, Arc<crate::hash::Content>>,
     /// The relists under way (`relist`), per resource.
     relisted_workloads: Relisting<WorkloadRef>,
     relisted_configs: Relisting<ConfigKey>,

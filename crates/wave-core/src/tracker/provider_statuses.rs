@@ -11,9 +11,10 @@
 //!   creations: a new pod mounts what is current);
 //! - the first status of a class sets its starting point; during the first list, the one written last
 //!   (the greatest resourceVersion) does, so a rotation half done across pods starts from its newest;
-//! - a **deleted** status changes nothing, until the class's last one goes: then the class is gone
-//!   (Reloader ignores deletions too, and nothing reloads: `--reload-on-delete` and `--reload-on-create`
-//!   do not apply to classes, `reloader_compat`).
+//! - a **deleted** status changes nothing, not even the class's last one: the class keeps what it holds
+//!   (one entry per class and namespace), so pods created after a scale to zero report a creation
+//!   (Reloader ignores deletions too; `--reload-on-delete` and `--reload-on-create` do not apply to
+//!   classes, which are never created nor deleted as config objects).
 //!
 //! Statuses are only read in the namespaces wave watches, and a status reloads only workloads of its
 //! own namespace (a class is a config object of the status's namespace).
@@ -32,13 +33,6 @@ pub(super) struct Status {
     class: ConfigKey,
     /// Reloader's SHA-1 of it; `None` while it has no `objects`.
     sha: Option<String>,
-}
-
-/// What a class holds: the content its last rotation mounted, and how many statuses name it.
-#[derive(Debug)]
-pub(super) struct Class {
-    content: Arc<Content>,
-    statuses: usize,
 }
 
 impl Tracked for ProviderStatus {
@@ -64,8 +58,9 @@ impl Tracked for ProviderStatus {
         tracker.upsert_status(status, fx);
     }
 
-    fn delete(tracker: &mut Tracker, key: &StatusRef, _: Option<&Self>, fx: &mut Effects) {
-        tracker.delete_status(key, fx);
+    fn delete(tracker: &mut Tracker, key: &StatusRef, _: Option<&Self>, _: &mut Effects) {
+        // The class keeps what it holds (see the module docs).
+        tracker.statuses.remove(key);
     }
 }
 
@@ -86,16 +81,16 @@ impl Tracker {
         self
     }
 
-    /// What the class `key` mounted at its last rotation (its starting point before any), when some
-    /// status names it.
+    /// What the class `key` mounted at its last rotation (its starting point before any), once some
+    /// status has named it.
     pub fn provider_class(&self, key: &ConfigKey) -> Option<Arc<Content>> {
-        self.classes.get(key).map(|c| c.content.clone())
+        self.classes.get(key).cloned()
     }
 
     fn upsert_status(&mut self, status: ProviderStatus, fx: &mut Effects) {
         // One that names no class reports on nothing (as if it did not exist).
         if status.class.is_empty() {
-            self.delete_status(&status.id, fx);
+            self.statuses.remove(&status.id);
             return;
         }
         let class = status.class_key();
@@ -107,36 +102,23 @@ impl Tracker {
                 sha: sha.clone(),
             },
         );
-        let rotated = match &before {
-            // The driver never renames a status's class; if it did, the old class loses a status.
-            Some(old) if old.class != class => {
-                self.release_class(&old.class, fx);
-                self.count_status(&class);
-                false
-            }
-            // Reloader's rule: an update whose SHA-1 differs from the old one (none without objects).
-            Some(old) => old.sha.is_none() || old.sha != sha,
-            None => {
-                self.count_status(&class);
-                false
-            }
-        };
-        let holds = self.configs.get(&class).cloned();
+        // Reloader's rule: an update whose SHA-1 differs from the old one (none without objects). The
+        // driver never renames a status's class; if it did, that counts as a creation.
+        let rotated = before.is_some_and(|old| old.class == class && (old.sha.is_none() || old.sha != sha));
+        let holds = self.configs.get(&class);
         let newer = !self.ready
-            && holds.as_ref().is_some_and(|v| {
+            && holds.is_some_and(|v| {
                 reloader::revision(&status.resource_version) > reloader::revision(&v.resource_version)
             });
         if !(rotated || holds.is_none() || newer) {
             return;
         }
         let content = Arc::new(status.content());
-        if let Some(held) = self.classes.get_mut(&class) {
-            // Another pod's status catching up with the class's rotation changes nothing.
-            if holds.is_some() && *held.content == *content {
-                return;
-            }
-            held.content = content;
+        // Another pod's status catching up with the class's rotation changes nothing.
+        if holds.is_some() && self.classes.get(&class).is_some_and(|held| **held == *content) {
+            return;
         }
+        self.classes.insert(class.clone(), content);
         let version = ObjectVersion {
             uid: String::new(),
             resource_version: status.resource_version,
@@ -144,36 +126,6 @@ impl Tracker {
         // A rotation is a data change: it wakes the class's workloads and counts for the flap breaker.
         self.wake_dependents(&class, fx, true);
         self.configs.insert(class, version);
-    }
-
-    fn count_status(&mut self, class: &ConfigKey) {
-        self.classes
-            .entry(class.clone())
-            .or_insert_with(|| Class {
-                content: Arc::new(Content::default()),
-                statuses: 0,
-            })
-            .statuses += 1;
-    }
-
-    fn delete_status(&mut self, id: &StatusRef, fx: &mut Effects) {
-        if let Some(gone) = self.statuses.remove(id) {
-            self.release_class(&gone.class, fx);
-        }
-    }
-
-    /// One status naming `class` went: with the last one, the class is gone.
-    fn release_class(&mut self, class: &ConfigKey, fx: &mut Effects) {
-        let Some(held) = self.classes.get_mut(class) else {
-            return;
-        };
-        held.statuses -= 1;
-        if held.statuses == 0 {
-            self.classes.remove(class);
-            if self.configs.remove(class).is_some() {
-                self.wake_dependents(class, fx, false);
-            }
-        }
     }
 }
 

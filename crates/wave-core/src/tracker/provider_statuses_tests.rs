@@ -217,7 +217,7 @@ fn a_relist_showing_a_status_rotated_while_the_watch_was_down_is_a_rotation() {
 }
 
 #[test]
-fn a_class_is_gone_with_its_last_status_and_a_deletion_or_creation_reloads_nothing() {
+fn a_class_outlives_its_last_status_so_pods_of_a_scale_up_reload_nothing() {
     let w = mounts("ns", "web", "vault");
     let mut t = with_statuses(
         vec![w.clone()],
@@ -236,13 +236,38 @@ fn a_class_is_gone_with_its_last_status_and_a_deletion_or_creation_reloads_nothi
     // Created after the first list, under --reload-on-create: still no creation to reload for.
     assert_eq!(t.reloader_candidates(&w, &needs), existing);
 
-    let fx = apply(&mut t, Event::Delete(status("ns", "web-0", "vault", "v1", "12")));
+    // Scaled to zero: every status goes, and nothing is woken.
+    for pod in ["web-0", "web-1"] {
+        let fx = apply(&mut t, Event::Delete(status("ns", pod, "vault", "v1", "12")));
+        assert!(fx.enqueue.is_empty());
+    }
+    assert_eq!(version_of(&t, &key).as_deref(), Some("v1"));
+    // Under --reload-on-delete too, the class is still there: nothing to remove.
+    assert_eq!(t.reloader_candidates(&w, &needs), existing);
+    // The secret rotated meanwhile; the pods of the scale-up mount v2 from the start: no reload.
+    let fx = apply(&mut t, Event::Apply(status("ns", "web-2", "vault", "v2", "13")));
     assert!(fx.enqueue.is_empty());
-    assert!(t.provider_class(&key).is_some());
-    let fx = apply(&mut t, Event::Delete(status("ns", "web-1", "vault", "v1", "13")));
-    assert_eq!(names_of(&fx), ["web"], "told the class is gone");
-    assert!(fx.changed_configs.is_empty());
-    assert_eq!(t.provider_class(&key), None);
-    // Under --reload-on-delete too, a class gone is no candidate: nothing to remove.
-    assert!(t.reloader_candidates(&w, &needs).is_empty());
+    // Their next rotation is one.
+    let fx = apply(&mut t, Event::Apply(status("ns", "web-2", "vault", "v3", "14")));
+    assert_eq!(names_of(&fx), ["web"]);
+    assert_eq!(version_of(&t, &key).as_deref(), Some("v3"));
+}
+
+#[test]
+fn a_status_naming_no_class_or_renaming_its_class_is_no_rotation() {
+    let mut t = with_statuses(
+        vec![mounts("ns", "web", "vault"), mounts("ns", "api", "other")],
+        vec![
+            status("ns", "web-0", "vault", "v1", "10"),
+            status("ns", "api-0", "other", "v1", "11"),
+        ],
+    );
+    let mut renamed = status("ns", "web-0", "other", "v7", "12");
+    renamed.id.name = "web-0-ns-vault".into();
+    assert!(apply(&mut t, Event::Apply(renamed)).enqueue.is_empty());
+    let mut unnamed = status("ns", "web-0", "", "v8", "13");
+    unnamed.id.name = "web-0-ns-vault".into();
+    assert!(apply(&mut t, Event::Apply(unnamed)).enqueue.is_empty());
+    assert_eq!(version_of(&t, &class("ns", "other")).as_deref(), Some("v1"));
+    assert_eq!(t.provider_class(&class("ns", "")), None);
 }

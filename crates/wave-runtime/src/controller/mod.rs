@@ -86,19 +86,28 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         let mut options = options.clone();
         if options.csi {
             // As Reloader, without the CSI driver's CRDs there is nothing to follow: a warning, and on.
-            if api::serves_provider_statuses(&client)
+            // Without the right to list the statuses, their watch would never list, and wave, which
+            // waits for every watch before it decides anything, would never start: a warning too.
+            let served = api::serves_provider_statuses(&client)
                 .await
-                .map_err(RunError::CsiDiscovery)?
-            {
-                tracker = tracker.with_provider_statuses();
-            } else {
-                tracing::warn!(
-                    "--enable-csi-integration: the apiserver serves no {}/{} {} (the Secrets Store CSI driver's CRDs are not installed); SecretProviderClass rotations are not followed",
+                .map_err(RunError::CsiDiscovery)?;
+            let refused = match served {
+                true => api::provider_statuses_refused(&client, config.namespaces.as_ref()).await,
+                false => Some(format!(
+                    "the apiserver serves no {}/{} {} (the Secrets Store CSI driver's CRDs are not installed)",
                     wave_core::names::csi::GROUP,
                     wave_core::names::csi::VERSION,
                     wave_core::names::csi::POD_STATUS_PLURAL,
-                );
-                options.csi = false;
+                )),
+            };
+            match refused {
+                None => tracker = tracker.with_provider_statuses(),
+                Some(why) => {
+                    tracing::warn!(
+                        "--enable-csi-integration: {why}; SecretProviderClass rotations are not followed"
+                    );
+                    options.csi = false;
+                }
             }
         }
         tracker = tracker.with_reloader(options);

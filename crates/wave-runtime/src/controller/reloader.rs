@@ -128,11 +128,26 @@ pub async fn reconcile(
             return Ok(paused);
         }
         let changed: Vec<String> = decision.changed.iter().map(pace::object_name).collect();
-        let delivers: Vec<pace::Version> = pace::versions(&refs, &fetched, &ctx.hashing)
+        let mut delivers: Vec<pace::Version> = pace::versions(&refs, &fetched, &ctx.hashing)
             .into_iter()
             .filter(|(object, _)| changed.contains(object))
             .map(|(object, digest)| pace::Version { object, digest })
             .collect();
+        // A class's version is its SHA-1 (ids and versions only, nothing secret), so that the flap
+        // breaker, which counts its rotations, holds them as it holds a ConfigMap's changes.
+        delivers.extend(
+            decision
+                .changed
+                .iter()
+                .filter(|key| key.kind == ConfigKind::SecretProviderClass)
+                .filter_map(|key| {
+                    let sha = decision.observed.get(key)?;
+                    Some(pace::Version {
+                        object: pace::object_name(key),
+                        digest: sha.chars().take(12).collect(),
+                    })
+                }),
+        );
         let verdict = memory::with_memory(ctx, &id, |memory| {
             decide::rollout_verdict(&workload, None, &delivers, memory)
         });
