@@ -729,7 +729,8 @@ pub struct ReloaderArgs {
     /// Reloader's `--enable-csi-integration`: a SecretProviderClass rotated by the Secrets Store CSI
     /// driver reloads the Reloader-annotated workloads that mount it and ask for it
     /// (`secretproviderclass.reloader.stakater.com/auto` or `/reload`, or `reloader.stakater.com/auto`).
-    /// Needs list and watch on the driver's secretproviderclasspodstatuses; without its CRDs, a warning.
+    /// Needs list and watch on the driver's secretproviderclasspodstatuses and secretproviderclasses (read
+    /// as metadata); without its CRDs or these rights, a warning, and wave runs without it.
     #[arg(long, env = "WAVE_ENABLE_CSI_INTEGRATION", num_args = 0..=1, require_equals = true, requires = "reloader_compat",
           default_missing_value = "true", default_value = "false", action = ArgAction::Set)]
     pub enable_csi_integration: bool,

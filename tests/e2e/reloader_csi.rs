@@ -181,6 +181,78 @@ async fn with_the_annotations_strategy_a_rotation_writes_last_reloaded_from_nami
     wave.expect_writes(1, "one reload").await;
 }
 
+/// Creates SecretProviderClass `name` with `annotations` (its spec as a Vault one would be).
+async fn create_class(ns: &str, name: &str, annotations: Value) {
+    let class = json!({"apiVersion": "secrets-store.csi.x-k8s.io/v1", "kind": "SecretProviderClass",
+        "metadata": {"name": name, "namespace": ns, "annotations": annotations},
+        "spec": {"provider": "vault", "parameters": {"roleName": "app", "objects": "- objectName: db"}}});
+    let (ok, out) = kubectl_stdin(&["apply", "-f", "-"], &class.to_string());
+    assert!(ok, "creating SecretProviderClass {ns}/{name}: {out}");
+}
+
+#[tokio::test]
+async fn a_class_that_says_ignore_reloads_nothing_and_one_that_says_match_is_found_by_search() {
+    let (client, ns) = setup("reloader-csi-marks").await;
+    install_csi_crds(&client).await;
+    create_class(&ns, "vault", json!({"reloader.stakater.com/ignore": "true"})).await;
+    create_class(&ns, "other", json!({"reloader.stakater.com/match": "true"})).await;
+    report(&client, &ns, "ignoring-0", "vault", "v1").await;
+    report(&client, &ns, "searching-0", "other", "v1").await;
+    let deployment = WorkloadKind::DEPLOYMENT;
+    let auto = json!({"secretproviderclass.reloader.stakater.com/auto": "true"});
+    create_workload(&client, &ns, deployment, "ignoring", auto, mounting("vault")).await;
+    let search = json!({"reloader.stakater.com/search": "true"});
+    create_workload(&client, &ns, deployment, "searching", search, mounting("other")).await;
+    let wave = Wave::start(&[&ns], &["--reloader-compat", "--enable-csi-integration"]).await;
+    wait_for("wave to check both Deployments", TIMEOUT, || async {
+        (wave.noops() >= 2).then_some(())
+    })
+    .await;
+    report(&client, &ns, "ignoring-0", "vault", "v2").await;
+    report(&client, &ns, "searching-0", "other", "v2").await;
+    let other = reloader_sha(&[("secret/db", "v2"), ("SecretProviderClassName", "other")]);
+    wait_for(
+        "searching to carry the rotation of the class marked match",
+        TIMEOUT,
+        || async {
+            let env = env_of(&client, &ns, deployment, "searching", "app").await;
+            env.iter()
+                .any(|(n, v)| n == "STAKATER_OTHER_SECRETPROVIDERCLASS" && *v == other)
+                .then_some(())
+        },
+    )
+    .await;
+    wave.expect_writes(1, "only searching").await;
+    assert_eq!(
+        env_var(&client, &ns, "ignoring", "app").await,
+        None,
+        "vault says ignore"
+    );
+
+    // Without `ignore`, the class's next rotation reloads.
+    let (ok, out) = kubectl_stdin(
+        &[
+            "annotate",
+            "-n",
+            &ns,
+            "secretproviderclass",
+            "vault",
+            "reloader.stakater.com/ignore-",
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
+    report(&client, &ns, "ignoring-0", "vault", "v3").await;
+    let v3 = sha_of("v3");
+    wait_for(
+        "ignoring to carry the rotation once vault no longer says ignore",
+        TIMEOUT,
+        || async { (env_var(&client, &ns, "ignoring", "app").await? == v3).then_some(()) },
+    )
+    .await;
+    wave.expect_writes(2, "and then ignoring").await;
+}
+
 #[tokio::test]
 async fn enable_csi_integration_needs_reloader_compat() {
     let (code, _, err) = run_wave(&["run", "--enable-csi-integration"], None);

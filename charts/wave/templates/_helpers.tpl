@@ -86,9 +86,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   verbs: [get, list, watch, create, delete]
 {{- end }}
 {{- if and .Values.reloader.enableCSIIntegration .Values.reloader.compat }}
-# --enable-csi-integration: what the Secrets Store CSI driver mounted for each pod (versions, no values).
+# --enable-csi-integration: what the Secrets Store CSI driver mounted for each pod (versions, no values),
+# and the classes' annotations (`ignore`, `match`; wave requests their metadata only).
 - apiGroups: [secrets-store.csi.x-k8s.io]
-  resources: [secretproviderclasspodstatuses]
+  resources: [secretproviderclasspodstatuses, secretproviderclasses]
   verbs: [list, watch]
 {{- end }}
 {{- if .Values.argoRollouts.enabled }}

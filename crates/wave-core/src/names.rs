@@ -110,6 +110,10 @@ pub mod csi {
     pub const POD_STATUS_KIND: &str = "SecretProviderClassPodStatus";
     /// Its plural, as in RBAC.
     pub const POD_STATUS_PLURAL: &str = "secretproviderclasspodstatuses";
+    /// The class a workload's `csi` volume names; wave reads only its metadata (its annotations).
+    pub const CLASS_KIND: &str = "SecretProviderClass";
+    /// Its plural, as in RBAC.
+    pub const CLASS_PLURAL: &str = "secretproviderclasses";
     /// The attribute of a pod's `csi` volume that names its SecretProviderClass.
     pub const VOLUME_ATTRIBUTE: &str = "secretProviderClass";
     /// The entry Reloader adds to the objects' `id=version` entries before hashing them.

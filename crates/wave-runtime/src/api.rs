@@ -18,7 +18,8 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{
-    ApiResource, DynamicObject, GetParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
+    ApiResource, DynamicObject, GetParams, ListParams, ObjectMeta, PartialObjectMeta, Patch, PatchParams,
+    PostParams,
 };
 use kube::{Api, Client};
 use wave_core::hash::{Content, HashKey};
@@ -55,8 +56,22 @@ pub fn workload_api(client: &Client, kind: WorkloadKind, namespace: Option<&str>
 /// The Secrets Store CSI driver's SecretProviderClassPodStatuses (`--enable-csi-integration`).
 pub fn provider_status_api(client: &Client, namespace: Option<&str>) -> Api<DynamicObject> {
     use wave_core::names::csi;
-    let gvk = kube::core::GroupVersionKind::gvk(csi::GROUP, csi::VERSION, csi::POD_STATUS_KIND);
-    let resource = kube::core::ApiResource::from_gvk_with_plural(&gvk, csi::POD_STATUS_PLURAL);
+    csi_api(client, namespace, csi::POD_STATUS_KIND, csi::POD_STATUS_PLURAL)
+}
+
+/// The metadata of the Secrets Store CSI driver's SecretProviderClasses (never their spec).
+pub fn provider_class_api(client: &Client, namespace: Option<&str>) -> Api<PartialObjectMeta<DynamicObject>> {
+    use wave_core::names::csi;
+    csi_api(client, namespace, csi::CLASS_KIND, csi::CLASS_PLURAL)
+}
+
+fn csi_api<K>(client: &Client, namespace: Option<&str>, kind: &str, plural: &str) -> Api<K>
+where
+    K: kube::Resource<DynamicType = kube::core::ApiResource, Scope = kube::core::DynamicResourceScope>,
+{
+    use wave_core::names::csi;
+    let gvk = kube::core::GroupVersionKind::gvk(csi::GROUP, csi::VERSION, kind);
+    let resource = kube::core::ApiResource::from_gvk_with_plural(&gvk, plural);
     match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
         None => Api::all_with(client.clone(), &resource),
@@ -83,8 +98,8 @@ pub async fn serves_provider_statuses(client: &Client) -> Result<bool, String> {
     }
 }
 
-/// Why wave cannot list SecretProviderClassPodStatuses where it watches (`None`: it can), read with one
-/// LIST of one object's metadata per namespace (or of the cluster).
+/// Why wave cannot list SecretProviderClassPodStatuses or SecretProviderClasses where it watches
+/// (`None`: it can), read with LISTs of one object's metadata per namespace (or of the cluster).
 pub async fn provider_statuses_refused(
     client: &Client,
     namespaces: Option<&std::collections::BTreeSet<String>>,
@@ -93,13 +108,16 @@ pub async fn provider_statuses_refused(
         Some(list) => list.iter().map(|ns| Some(ns.as_str())).collect(),
         None => vec![None],
     };
+    let one = ListParams::default().limit(1);
     for ns in scopes {
-        let probe = provider_status_api(client, ns)
-            .list_metadata(&ListParams::default().limit(1))
-            .await;
-        if let Err(e) = probe {
+        let statuses = provider_status_api(client, ns).list_metadata(&one).await.err();
+        let classes = provider_class_api(client, ns).list(&one).await.err();
+        let failed = [
+            (wave_core::names::csi::POD_STATUS_PLURAL, statuses),
+            (wave_core::names::csi::CLASS_PLURAL, classes),
+        ];
+        if let Some((plural, Some(e))) = failed.into_iter().find(|(_, e)| e.is_some()) {
             let scope = ns.map_or("the cluster".to_string(), |ns| format!("namespace {ns}"));
-            let plural = wave_core::names::csi::POD_STATUS_PLURAL;
             return Some(format!("cannot list {plural} in {scope}: {}", describe(&e)));
         }
     }

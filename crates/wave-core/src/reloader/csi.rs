@@ -41,6 +41,8 @@ pub struct ProviderStatus {
     pub objects: Option<Vec<(String, String)>>,
     /// `metadata.resourceVersion`.
     pub resource_version: String,
+    /// Its labels, for `--resource-label-selector` (which Reloader applies to its watch of statuses).
+    pub labels: BTreeMap<String, String>,
 }
 
 impl ProviderStatus {
@@ -71,12 +73,27 @@ impl ProviderStatus {
     }
 }
 
+/// What a SecretProviderClass's own annotations ask of Reloader, as its metadata watch shows them
+/// (Reloader reads them with a GET on each reload: `populateAnnotationsFromSecretProviderClass`,
+/// `internal/pkg/handler/upgrade.go`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassMeta {
+    /// The class, as a config object of its namespace.
+    pub key: ConfigKey,
+    /// It says `reloader.stakater.com/ignore: "true"`: its rotations reload nothing.
+    pub ignored: bool,
+    /// It says `reloader.stakater.com/match: "true"`: workloads that say `reloader.stakater.com/search`
+    /// reload on its rotations.
+    pub matched: bool,
+}
+
 /// A SecretProviderClassPodStatus's `status` as the watch delivers it (JSON), read into a
 /// [`ProviderStatus`]. Fields of the wrong type read as absent; one that names no class (an empty
 /// [`ProviderStatus::class`]) reports on nothing.
 pub fn provider_status(
     id: StatusRef,
     resource_version: String,
+    labels: BTreeMap<String, String>,
     status: Option<&serde_json::Value>,
 ) -> ProviderStatus {
     let field = |f: &str| status.and_then(|s| s.get(f));
@@ -97,6 +114,7 @@ pub fn provider_status(
         class,
         objects,
         resource_version,
+        labels,
     }
 }
 

@@ -22,6 +22,7 @@ fn status(objects: Option<&[(&str, &str)]>) -> ProviderStatus {
                 .collect()
         }),
         resource_version: "7".into(),
+        labels: Default::default(),
     }
 }
 
@@ -41,7 +42,7 @@ fn the_sha_is_reloaders_over_the_objects_ids_versions_and_the_class_name() {
 fn a_status_is_read_from_its_json_and_fields_of_the_wrong_type_read_as_absent() {
     let json = json!({"secretProviderClassName": "vault-db", "podName": "web-0", "mounted": true,
         "objects": [{"id": "secret/db", "version": "v1"}, {"id": "secret/api"}]});
-    let read = provider_status(id("s"), "9".into(), Some(&json));
+    let read = provider_status(id("s"), "9".into(), Default::default(), Some(&json));
     assert_eq!(
         read.class_key(),
         ConfigKey::new(ConfigKind::SecretProviderClass, "ns", "vault-db")
@@ -56,12 +57,16 @@ fn a_status_is_read_from_its_json_and_fields_of_the_wrong_type_read_as_absent() 
     let no_objects = provider_status(
         id("s"),
         "9".into(),
+        Default::default(),
         Some(&json!({"secretProviderClassName": "x"})),
     );
     assert_eq!(no_objects.objects, None);
-    assert_eq!(provider_status(id("s"), "9".into(), None).class, "");
+    assert_eq!(
+        provider_status(id("s"), "9".into(), Default::default(), None).class,
+        ""
+    );
     let garbage = json!({"secretProviderClassName": 7, "objects": "nope"});
-    let read = provider_status(id("s"), "9".into(), Some(&garbage));
+    let read = provider_status(id("s"), "9".into(), Default::default(), Some(&garbage));
     assert_eq!((read.class.as_str(), read.objects), ("", None));
 }
 

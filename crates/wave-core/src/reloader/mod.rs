@@ -52,7 +52,7 @@ mod targets;
 mod testing;
 
 pub use alert::{AlertSink, Post, WEBHOOK_BODY, alert_post, reload_message, webhook_post};
-pub use csi::{ProviderStatus, StatusRef, provider_status};
+pub use csi::{ClassMeta, ProviderStatus, StatusRef, provider_status};
 pub use options::{Options, Strategy};
 pub use patch::{
     CRONJOB_INSTANTIATE, JOB_NAME_MAX, PatchKind, ROLLOUT_STRATEGY, job_from_cron_job, job_name,

@@ -54,7 +54,7 @@ impl Resource {
             Resource::Workload(kind) => kind.info().plural,
             Resource::Config(ConfigKind::ConfigMap) => "configmaps",
             Resource::Config(ConfigKind::Secret) => "secrets",
-            // Followed through their pods' statuses, never watched themselves.
+            // Metadata only, for their own annotations; what they mount comes from their pods' statuses.
             Resource::Config(ConfigKind::SecretProviderClass) => "secretproviderclasses",
             Resource::ProviderStatus => crate::names::csi::POD_STATUS_PLURAL,
             Resource::Namespace => "namespaces",
@@ -157,6 +157,8 @@ pub enum Change {
     Namespace(Scope, Event<NamespaceMeta>),
     /// From a SecretProviderClassPodStatus watch.
     ProviderStatus(Scope, Event<crate::reloader::ProviderStatus>),
+    /// From a SecretProviderClass metadata watch (scope `Resource::Config(SecretProviderClass)`).
+    ProviderClass(Scope, Event<crate::reloader::ClassMeta>),
 }
 
 /// What an event asks of the runtime.

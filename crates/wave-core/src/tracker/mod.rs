@@ -116,11 +116,15 @@ pub struct Tracker {
     statuses: HashMap<reloader::StatusRef, provider_statuses::Status>,
     /// Per SecretProviderClass some status has named: what its last rotation mounted.
     classes: HashMap<ConfigKey, Arc<crate::hash::Content>>,
+    /// SecretProviderClasses that say `reloader.stakater.com/ignore` (their `match` marks are in
+    /// `matched`).
+    ignored_classes: HashSet<ConfigKey>,
     /// The relists under way (`relist`), per resource.
     relisted_workloads: Relisting<WorkloadRef>,
     relisted_configs: Relisting<ConfigKey>,
     relisted_namespaces: Relisting<String>,
     relisted_statuses: Relisting<reloader::StatusRef>,
+    relisted_classes: Relisting<ConfigKey>,
     synced: HashSet<Scope>,
     ready: bool,
 }
@@ -167,10 +171,12 @@ impl Tracker {
             index: RefIndex::default(),
             statuses: HashMap::new(),
             classes: HashMap::new(),
+            ignored_classes: HashSet::new(),
             relisted_workloads: Relisting::new(),
             relisted_configs: Relisting::new(),
             relisted_namespaces: Relisting::new(),
             relisted_statuses: Relisting::new(),
+            relisted_classes: Relisting::new(),
             synced: HashSet::new(),
             ready: false,
         }
@@ -239,6 +245,7 @@ impl Tracker {
             Change::Config(_, e) => e.object().map(|c| c.key.namespace.as_str()),
             Change::Namespace(_, e) => e.object().map(|n| n.name.as_str()),
             Change::ProviderStatus(_, e) => e.object().map(|s| s.id.namespace.as_str()),
+            Change::ProviderClass(_, e) => e.object().map(|c| c.key.namespace.as_str()),
         };
         if namespace.is_some_and(|ns| self.ignored_namespaces.contains(ns)) {
             return fx;
@@ -248,6 +255,7 @@ impl Tracker {
             Change::Config(scope, event) => self.apply_event(scope, event, &mut fx),
             Change::Namespace(scope, event) => self.apply_event(scope, event, &mut fx),
             Change::ProviderStatus(scope, event) => self.apply_event(scope, event, &mut fx),
+            Change::ProviderClass(scope, event) => self.apply_event(scope, event, &mut fx),
         }
         fx
     }

@@ -16,6 +16,11 @@
 //!   (Reloader ignores deletions too; `--reload-on-delete` and `--reload-on-create` do not apply to
 //!   classes, which are never created nor deleted as config objects).
 //!
+//! A class's own annotations (`reloader.stakater.com/ignore`, `match`) come from a metadata watch of
+//! SecretProviderClasses ([`ClassMeta`]): an ignored class's content says so, and a `match` mark goes
+//! where ConfigMaps' do. Statuses that `--resource-label-selector` does not select count as absent, as
+//! Reloader lists them with it.
+//!
 //! Statuses are only read in the namespaces wave watches, and a status reloads only workloads of its
 //! own namespace (a class is a config object of the status's namespace).
 
@@ -24,8 +29,8 @@ use std::sync::Arc;
 use super::relist::{Relisting, Tracked};
 use super::{Effects, ObjectVersion, Resource, Scope, Tracker};
 use crate::hash::Content;
-use crate::refs::ConfigKey;
-use crate::reloader::{self, ProviderStatus, StatusRef};
+use crate::refs::{ConfigKey, ConfigKind};
+use crate::reloader::{self, ClassMeta, ProviderStatus, StatusRef};
 
 /// What is kept of one status.
 #[derive(Debug)]
@@ -64,6 +69,41 @@ impl Tracked for ProviderStatus {
     }
 }
 
+impl Tracked for ClassMeta {
+    type Key = ConfigKey;
+
+    fn key(&self) -> &ConfigKey {
+        &self.key
+    }
+
+    fn place(key: &ConfigKey) -> (Resource, &str) {
+        (Resource::Config(key.kind), &key.namespace)
+    }
+
+    fn relisting(tracker: &mut Tracker) -> &mut Relisting<ConfigKey> {
+        &mut tracker.relisted_classes
+    }
+
+    fn held(tracker: &Tracker) -> impl Iterator<Item = &ConfigKey> {
+        // Only classes that say something are held; the matched ones are in both sets.
+        tracker.ignored_classes.iter().chain(
+            tracker
+                .matched
+                .iter()
+                .filter(|k| k.kind == ConfigKind::SecretProviderClass),
+        )
+    }
+
+    fn upsert(tracker: &mut Tracker, meta: ClassMeta, fx: &mut Effects) {
+        tracker.mark_class(&meta.key, meta.ignored, meta.matched, fx);
+    }
+
+    fn delete(tracker: &mut Tracker, key: &ConfigKey, _: Option<&Self>, fx: &mut Effects) {
+        // A class deleted while pods still mount it (the driver keeps what it mounted) says nothing.
+        tracker.mark_class(key, false, false, fx);
+    }
+}
+
 impl Tracker {
     /// The same tracker, also following the Secrets Store CSI driver's SecretProviderClassPodStatuses
     /// (`--enable-csi-integration`), in every namespace where it watches ConfigMaps.
@@ -71,25 +111,54 @@ impl Tracker {
         let extra: Vec<Scope> = self
             .scopes
             .iter()
-            .filter(|s| s.resource == Resource::Config(crate::refs::ConfigKind::ConfigMap))
-            .map(|s| Scope {
-                resource: Resource::ProviderStatus,
-                namespace: s.namespace.clone(),
+            .filter(|s| s.resource == Resource::Config(ConfigKind::ConfigMap))
+            .flat_map(|s| {
+                [
+                    Resource::ProviderStatus,
+                    Resource::Config(ConfigKind::SecretProviderClass),
+                ]
+                .map(|resource| Scope {
+                    resource,
+                    namespace: s.namespace.clone(),
+                })
             })
             .collect();
         self.scopes.extend(extra);
         self
     }
 
+    /// Notes what class `key`'s own annotations say; a change wakes the workloads it may reload.
+    fn mark_class(&mut self, key: &ConfigKey, ignored: bool, matched: bool, fx: &mut Effects) {
+        let changed = (self.ignored_classes.contains(key), self.matched.contains(key)) != (ignored, matched);
+        for (set, on) in [(&mut self.ignored_classes, ignored), (&mut self.matched, matched)] {
+            if on {
+                set.insert(key.clone());
+            } else {
+                set.remove(key);
+            }
+        }
+        if changed && self.configs.contains_key(key) {
+            self.wake_dependents(key, fx, false);
+        }
+    }
+
     /// What the class `key` mounted at its last rotation (its starting point before any), once some
     /// status has named it.
     pub fn provider_class(&self, key: &ConfigKey) -> Option<Arc<Content>> {
-        self.classes.get(key).cloned()
+        let content = self.classes.get(key)?;
+        if !self.ignored_classes.contains(key) {
+            return Some(content.clone());
+        }
+        let mut ignored = Content::clone(content);
+        ignored.reloader_ignored = true;
+        Some(Arc::new(ignored))
     }
 
     fn upsert_status(&mut self, status: ProviderStatus, fx: &mut Effects) {
-        // One that names no class reports on nothing (as if it did not exist).
-        if status.class.is_empty() {
+        // One that names no class reports on nothing (as if it did not exist), and so does one that
+        // `--resource-label-selector` does not select (Reloader lists statuses with it).
+        let selector = self.reloader.as_ref().and_then(|o| o.resource_selector.as_ref());
+        if status.class.is_empty() || selector.is_some_and(|s| !s.matches(&status.labels)) {
             self.statuses.remove(&status.id);
             return;
         }

@@ -41,6 +41,7 @@ fn status(namespace: &str, pod: &str, class: &str, version: &str, rv: &str) -> P
         class: class.into(),
         objects: Some(vec![("secret/db".into(), version.into())]),
         resource_version: rv.into(),
+        labels: Default::default(),
     }
 }
 
@@ -165,6 +166,7 @@ fn boundary(s: &Scope, start: bool) -> Change {
     }
     match s.resource {
         Resource::Workload(_) => Change::Workload(s.clone(), event(start)),
+        Resource::Config(ConfigKind::SecretProviderClass) => Change::ProviderClass(s.clone(), event(start)),
         Resource::Config(_) => Change::Config(s.clone(), event(start)),
         Resource::Namespace => Change::Namespace(s.clone(), event(start)),
         Resource::ProviderStatus => Change::ProviderStatus(s.clone(), event(start)),
@@ -270,4 +272,86 @@ fn a_status_naming_no_class_or_renaming_its_class_is_no_rotation() {
     assert!(apply(&mut t, Event::Apply(unnamed)).enqueue.is_empty());
     assert_eq!(version_of(&t, &class("ns", "other")).as_deref(), Some("v1"));
     assert_eq!(t.provider_class(&class("ns", "")), None);
+}
+
+fn class_meta(name: &str, ignored: bool, matched: bool) -> reloader::ClassMeta {
+    reloader::ClassMeta {
+        key: class("ns", name),
+        ignored,
+        matched,
+    }
+}
+
+fn mark(t: &mut Tracker, meta: reloader::ClassMeta) -> Effects {
+    let classes = scope(Resource::Config(ConfigKind::SecretProviderClass));
+    t.apply(Change::ProviderClass(classes, Event::Apply(meta)))
+}
+
+#[test]
+fn a_class_that_says_ignore_holds_its_rotations_as_ignored_and_saying_it_wakes_its_workloads() {
+    let mut t = with_statuses(
+        vec![mounts("ns", "web", "vault")],
+        vec![status("ns", "web-0", "vault", "v1", "10")],
+    );
+    let key = class("ns", "vault");
+    assert!(!t.provider_class(&key).expect("held").reloader_ignored);
+    assert_eq!(names_of(&mark(&mut t, class_meta("vault", true, false))), ["web"]);
+    assert!(t.provider_class(&key).expect("held").reloader_ignored);
+    assert!(
+        mark(&mut t, class_meta("vault", true, false)).enqueue.is_empty(),
+        "nothing new said"
+    );
+    assert_eq!(
+        names_of(&mark(&mut t, class_meta("vault", false, false))),
+        ["web"]
+    );
+    assert!(!t.provider_class(&key).expect("held").reloader_ignored);
+}
+
+#[test]
+fn a_class_that_says_match_is_found_by_workloads_that_say_search() {
+    let mut w = mounts("ns", "web", "vault");
+    w.annotations.clear();
+    w.annotations
+        .insert(names::reloader::SEARCH.into(), "true".into());
+    let mut t = with_statuses(vec![w.clone()], vec![status("ns", "web-0", "vault", "v1", "10")]);
+    let found = |t: &Tracker| {
+        let sel = t.reloader_selection(&w).expect("selected");
+        let candidates = t.reloader_candidates(&w, &sel.needs(&w));
+        reloader::targets(&w, &sel, &candidates).len()
+    };
+    assert_eq!(found(&t), 0);
+    mark(&mut t, class_meta("vault", false, true));
+    assert_eq!(found(&t), 1);
+    // Deleted, the class says nothing more (its pods' statuses still hold what they mounted).
+    let classes = scope(Resource::Config(ConfigKind::SecretProviderClass));
+    t.apply(Change::ProviderClass(
+        classes,
+        Event::Delete(class_meta("vault", false, true)),
+    ));
+    assert_eq!(found(&t), 0);
+    assert!(t.provider_class(&class("ns", "vault")).is_some());
+}
+
+#[test]
+fn with_a_resource_label_selector_only_the_statuses_it_selects_count_as_reloader_lists_them() {
+    let selector = crate::selector::LabelSelector::parse("team=a").expect("a selector");
+    let options = reloader::Options {
+        resource_selector: Some(selector),
+        ..options()
+    };
+    let t = Tracker::new(&WorkloadKind::BUILT_IN, None)
+        .with_reloader(options)
+        .with_provider_statuses();
+    let (mut t, _) = synced_from(t, vec![mounts("ns", "web", "vault")], vec![]);
+    let mut labelled = status("ns", "web-0", "vault", "v1", "10");
+    labelled.labels.insert("team".into(), "a".into());
+    apply(&mut t, Event::Apply(status("ns", "web-1", "vault", "v1", "9")));
+    assert_eq!(t.provider_class(&class("ns", "vault")), None, "not selected");
+    apply(&mut t, Event::Apply(labelled.clone()));
+    labelled.objects = Some(vec![("secret/db".into(), "v2".into())]);
+    labelled.resource_version = "11".into();
+    assert_eq!(names_of(&apply(&mut t, Event::Apply(labelled))), ["web"]);
+    let fx = apply(&mut t, Event::Apply(status("ns", "web-1", "vault", "v3", "12")));
+    assert!(fx.enqueue.is_empty());
 }

@@ -65,6 +65,9 @@ pub(super) fn synced_from(
     for s in t.scopes().to_vec() {
         t.apply(match s.resource {
             Resource::Workload(_) => Change::Workload(s.clone(), Event::Init),
+            Resource::Config(ConfigKind::SecretProviderClass) => {
+                Change::ProviderClass(s.clone(), Event::Init)
+            }
             Resource::Config(_) => Change::Config(s.clone(), Event::Init),
             Resource::Namespace => Change::Namespace(s.clone(), Event::Init),
             Resource::ProviderStatus => Change::ProviderStatus(s.clone(), Event::Init),
@@ -81,6 +84,7 @@ pub(super) fn synced_from(
         }
         last = t.apply(match s.resource {
             Resource::Workload(_) => Change::Workload(s, Event::InitDone),
+            Resource::Config(ConfigKind::SecretProviderClass) => Change::ProviderClass(s, Event::InitDone),
             Resource::Config(_) => Change::Config(s, Event::InitDone),
             Resource::Namespace => Change::Namespace(s, Event::InitDone),
             Resource::ProviderStatus => Change::ProviderStatus(s, Event::InitDone),

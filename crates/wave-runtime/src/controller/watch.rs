@@ -4,7 +4,8 @@
 //! Api<DynamicObject> per workload kind ─watcher─► Workload (template and progress kept) ───┐
 //! Api<PartialObjectMeta<ConfigMap|Secret>> ─watcher─► ConfigMeta (key, uid, rv) ───────┼─► Change
 //! Api<PartialObjectMeta<Namespace>> (--namespace-selector) ─► NamespaceMeta (name, labels) ┤
-//! Api<DynamicObject> SecretProviderClassPodStatus (--enable-csi-integration) ─► ProviderStatus ┘
+//! Api<DynamicObject> SecretProviderClassPodStatus (--enable-csi-integration) ─► ProviderStatus ┤
+//! Api<PartialObjectMeta<SecretProviderClass>> (--enable-csi-integration) ─► ClassMeta ────────┘
 //! ```
 //!
 //! ConfigMaps and Secrets are watched metadata-only: their values never cross the wire here, and each
@@ -60,8 +61,13 @@ pub fn changes(
                 let api = api::scoped::<PartialObjectMeta<Secret>>(client, ns);
                 scoped(api, scope.clone(), h, m, config_change(ConfigKind::Secret))
             }
-            // Never a scope: classes are followed through their pods' statuses (below).
-            Watched::Config(ConfigKind::SecretProviderClass) => futures::stream::empty().boxed(),
+            // Their annotations only; what they mounted comes from their pods' statuses (below).
+            Watched::Config(ConfigKind::SecretProviderClass) => {
+                let api = api::provider_class_api(client, ns);
+                scoped(api, scope.clone(), h, m, |scope, event| {
+                    Change::ProviderClass(scope, event.map(to_class_meta))
+                })
+            }
             Watched::ProviderStatus => {
                 let api = api::provider_status_api(client, ns);
                 scoped(api, scope.clone(), h, m, |scope, event| {
@@ -185,12 +191,33 @@ fn to_workload(kind: WorkloadKind, object: DynamicObject) -> Workload {
 
 /// A SecretProviderClassPodStatus as the tracker takes it.
 fn to_provider_status(object: DynamicObject) -> wave_core::reloader::ProviderStatus {
+    let meta = object.metadata;
     let id = wave_core::reloader::StatusRef {
-        namespace: object.metadata.namespace.unwrap_or_default(),
-        name: object.metadata.name.unwrap_or_default(),
+        namespace: meta.namespace.unwrap_or_default(),
+        name: meta.name.unwrap_or_default(),
     };
-    let resource_version = object.metadata.resource_version.unwrap_or_default();
-    wave_core::reloader::provider_status(id, resource_version, object.data.get("status"))
+    let resource_version = meta.resource_version.unwrap_or_default();
+    let labels = meta.labels.unwrap_or_default();
+    wave_core::reloader::provider_status(id, resource_version, labels, object.data.get("status"))
+}
+
+/// What a SecretProviderClass's annotations ask of Reloader.
+fn to_class_meta(object: PartialObjectMeta<DynamicObject>) -> wave_core::reloader::ClassMeta {
+    let meta = object.metadata;
+    let matched = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(wave_core::names::reloader::MATCH))
+        .is_some_and(|v| v == "true");
+    wave_core::reloader::ClassMeta {
+        ignored: wave_core::hash::is_reloader_ignored(&meta),
+        matched,
+        key: ConfigKey::new(
+            ConfigKind::SecretProviderClass,
+            meta.namespace.unwrap_or_default(),
+            meta.name.unwrap_or_default(),
+        ),
+    }
 }
 
 fn config_change<K>(kind: ConfigKind) -> impl Fn(Scope, Event<PartialObjectMeta<K>>) -> Change {
