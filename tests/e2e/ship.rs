@@ -201,6 +201,7 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
             "reloader.alert.additionalInfo=prod",
             "reloader.webhookUrlSecret.name=pipeline-hook",
             "jobs.enabled=true",
+            "reloader.enableCSIIntegration=true",
         ],
         vec!["reloader.compat=false", "namespaceSelector=team in (a\\,b)"],
         vec![
@@ -241,6 +242,12 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
         ],
         vec!["configHistory.enabled=true", "rbac.namespaced=true", &namespaces],
         vec!["cronJobs.enabled=true", "rbac.namespaced=true", &namespaces],
+        vec![
+            "reloader.compat=true",
+            "reloader.enableCSIIntegration=true",
+            "rbac.namespaced=true",
+            &namespaces,
+        ],
     ];
     for (i, sets) in value_sets.iter().enumerate() {
         let rendered = helm_template(&format!("dry{i}"), &ns, sets);
@@ -295,6 +302,28 @@ async fn the_chart_lints_and_every_value_set_is_accepted_by_the_apiserver() {
     assert!(
         !ok && err.contains("webhookUrlSecret.name"),
         "alerts without a URL are refused: {err}"
+    );
+    let out = Command::new(helm_bin_dir().join("helm4"))
+        .args(["template", "x", repo_root().join("charts/wave").to_str().unwrap()])
+        .args(["--set", "reloader.enableCSIIntegration=true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("reloader.enableCSIIntegration needs reloader.compat"),
+        "CSI rotations without Reloader compatibility are refused: {err}"
+    );
+    let r = helm_template(
+        "csi",
+        &ns,
+        &["reloader.compat=true", "reloader.enableCSIIntegration=true"],
+    );
+    assert!(
+        r.contains("- --enable-csi-integration")
+            && r.contains(
+                "resources: [secretproviderclasspodstatuses, secretproviderclasses]\n    verbs: [list, watch]"
+            ),
+        "the flag and its rule:\n{r}"
     );
     let r = helm_template("ha", &ns, &["replicas=2"]);
     assert!(r.contains("kind: PodDisruptionBudget") && r.contains("--leader-election=true"));
