@@ -230,6 +230,43 @@ impl Cluster {
         c
     }
 
+    /// Installs the Secrets Store CSI driver's CustomResourceDefinitions, from the driver's Go module at
+    /// the version `hack/testenv csi-crds` pins, and waits until they are served.
+    pub fn install_csi_crds(&self) -> Result<(), String> {
+        let out = Command::new(repo_root().join("hack/testenv"))
+            .arg("csi-crds")
+            .output()
+            .map_err(|e| format!("running hack/testenv csi-crds: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "hack/testenv csi-crds: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        // Tests run at once: two first applies of one CRD would both create it, and one would fail.
+        static APPLYING: Mutex<()> = Mutex::new(());
+        let _applying = APPLYING.lock().unwrap_or_else(|e| e.into_inner());
+        for args in [
+            vec!["apply", "-f", &dir],
+            vec!["wait", "--for=condition=Established", "--timeout=60s", "-f", &dir],
+        ] {
+            let out = self
+                .kubectl()
+                .args(&args)
+                .output()
+                .map_err(|e| format!("kubectl: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "kubectl {}: {}",
+                    args[0],
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// A client authenticated as cluster-admin.
     pub async fn client(&self) -> Client {
         client_for(&self.kubeconfig()).await

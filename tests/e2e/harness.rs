@@ -568,44 +568,10 @@ pub async fn install_crd(client: &kube::Client, file: &str, plural_group: &str) 
         .join("testdata/crds")
         .join(file);
     let yaml = std::fs::read_to_string(&path).unwrap();
-    apply_crds(client, file, &yaml, plural_group).await;
-}
-
-/// Applies the Secrets Store CSI driver's CustomResourceDefinitions, from the driver's Go module at the
-/// version `hack/testenv csi-crds` pins, and waits until its pod statuses are served.
-pub async fn install_csi_crds(client: &kube::Client) {
-    let out = Command::new(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/testenv"))
-        .arg("csi-crds")
-        .output()
-        .expect("run hack/testenv csi-crds");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "hack/testenv csi-crds: {stderr}");
-    let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{dir}: {e}"))
-        .map(|entry| entry.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    let yaml: Vec<String> = files
-        .iter()
-        .map(|p| std::fs::read_to_string(p).unwrap())
-        .collect();
-    let plural_group = "secretproviderclasspodstatuses.secrets-store.csi.x-k8s.io";
-    apply_crds(
-        client,
-        "the CSI driver's CRDs",
-        &yaml.join("\n---\n"),
-        plural_group,
-    )
-    .await;
-}
-
-async fn apply_crds(client: &kube::Client, file: &str, yaml: &str, plural_group: &str) {
     // Tests run at once: two first applies of one CRD would both create it, and one would fail.
     static APPLYING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let applying = APPLYING.lock().unwrap_or_else(|e| e.into_inner());
-    let (ok, out) = kubectl_stdin(&["apply", "-f", "-"], yaml);
+    let (ok, out) = kubectl_stdin(&["apply", "-f", "-"], &yaml);
     drop(applying);
     assert!(ok, "kubectl apply {file}: {out}");
     let api: kube::Api<
@@ -620,4 +586,12 @@ async fn apply_crds(client: &kube::Client, file: &str, yaml: &str, plural_group:
             .then_some(())
     })
     .await;
+}
+
+/// Applies the Secrets Store CSI driver's CustomResourceDefinitions (`testenv::Cluster::install_csi_crds`).
+pub async fn install_csi_crds() {
+    let installed = tokio::task::spawn_blocking(|| cluster().install_csi_crds())
+        .await
+        .unwrap();
+    installed.unwrap_or_else(|e| panic!("{e}"));
 }

@@ -55,7 +55,7 @@ async fn env_var(client: &kube::Client, ns: &str, name: &str, container: &str) -
 async fn a_rotated_secret_provider_class_reloads_the_workloads_that_mount_it_and_ask_as_reloader_does() {
     let (client, ns) = setup("reloader-csi").await;
     let (_, tenant) = setup("reloader-csi-tenant").await;
-    install_csi_crds(&client).await;
+    install_csi_crds().await;
     report(&client, &ns, "web-0", "vault", "v1").await;
     report(&client, &tenant, "evil-0", "vault", "v1").await;
     let deployment = WorkloadKind::DEPLOYMENT;
@@ -138,7 +138,7 @@ async fn a_rotated_secret_provider_class_reloads_the_workloads_that_mount_it_and
 #[tokio::test]
 async fn with_the_annotations_strategy_a_rotation_writes_last_reloaded_from_naming_the_class() {
     let (client, ns) = setup("reloader-csi-annotations").await;
-    install_csi_crds(&client).await;
+    install_csi_crds().await;
     report(&client, &ns, "web-0", "vault", "v1").await;
     let auto = json!({"reloader.stakater.com/auto": "true"});
     create_workload(
@@ -193,7 +193,7 @@ async fn create_class(ns: &str, name: &str, annotations: Value) {
 #[tokio::test]
 async fn a_class_that_says_ignore_reloads_nothing_and_one_that_says_match_is_found_by_search() {
     let (client, ns) = setup("reloader-csi-marks").await;
-    install_csi_crds(&client).await;
+    install_csi_crds().await;
     create_class(&ns, "vault", json!({"reloader.stakater.com/ignore": "true"})).await;
     create_class(&ns, "other", json!({"reloader.stakater.com/match": "true"})).await;
     report(&client, &ns, "ignoring-0", "vault", "v1").await;
@@ -264,7 +264,7 @@ async fn enable_csi_integration_needs_reloader_compat() {
 async fn with_the_charts_rights_rotations_are_followed_and_without_them_wave_warns_and_runs() {
     let (client, ns) = setup("reloader-csi-rbac").await;
     let release_ns = testenv::namespace(&client, "reloader-csi-release").await;
-    install_csi_crds(&client).await;
+    install_csi_crds().await;
     report(&client, &ns, "web-0", "vault", "v1").await;
     let auto = json!({"secretproviderclass.reloader.stakater.com/auto": "true"});
     create_workload(

@@ -1,15 +1,18 @@
-//! M1, switching from Stakater Reloader: Reloader v1.4.21 (strategy `env-vars`, its default) manages
-//! 100 Deployments, 10 Jobs (which it deletes and creates again on a reload) and 10 Deployments that
-//! mount a Secrets Store CSI volume and say `secretproviderclass.reloader.stakater.com/auto`, through 7
-//! config changes, and is stopped; wave starts on the same objects (`--jobs`). Then one more change,
-//! made alike in a twin namespace that Reloader still manages: wave's env vars should be exactly what
-//! Reloader writes.
+//! M1, switching from Stakater Reloader: Reloader v1.4.21 (strategy `env-vars`, its default, and
+//! `--enable-csi-integration`) manages 100 Deployments, 10 Jobs (which it deletes and creates again on
+//! a reload) and 10 Deployments that mount a Secrets Store CSI volume and say
+//! `secretproviderclass.reloader.stakater.com/auto`, through 7 config changes and a rotation of the
+//! class (the driver's pod statuses, written as the driver would: no driver runs on kwok), and is
+//! stopped; wave starts on the same objects (`--jobs --enable-csi-integration`). Then one more change and
+//! one more rotation, made alike in a twin namespace that Reloader still manages: wave's env vars should
+//! be exactly what Reloader writes.
 //!
 //! ```text
-//! testenv up --audit ─► bench-m1 and its twin: the same 4 objects and 100 Deployments (4 ways of
-//!   opting in through Reloader's annotations) ─► Reloader: 5 changes, each until every mark is written
-//!   ─► stop ─► wave --namespaces=bench-m1 until it reconciled all 100: its writes (audit log)
-//!   ─► Reloader again, on the twin only ─► change 6 in both ─► every Deployment's env compared
+//! testenv up --audit, the CSI driver's CRDs ─► bench-m1 and its twin: the same 4 objects, 100
+//!   Deployments (4 ways of opting in through Reloader's annotations), 10 Jobs, 10 CSI Deployments and
+//!   their pods' statuses ─► Reloader: 7 changes and a rotation, each until every mark is written
+//!   ─► stop ─► wave --namespaces=bench-m1 until it reconciled all 120: its writes (audit log)
+//!   ─► Reloader again, on the twin only ─► change 8 and a rotation in both ─► every env compared
 //! ```
 
 use std::time::{Duration, Instant};
@@ -19,10 +22,13 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
 use serde::Serialize;
 use serde_json::{Value, json};
 use wave_core::hash::Content;
+use wave_core::names::csi;
 use wave_core::refs::ConfigKind;
 use wave_core::reloader::{env_var_name, sha};
 
@@ -37,11 +43,12 @@ const TWIN: &str = "bench-m1-twin";
 const WORKLOADS: usize = 100;
 /// Jobs opted in with `reloader.stakater.com/auto` (suspended: the reload is the object, not its pods).
 const JOBS: usize = 10;
-/// Deployments mounting a CSI volume of a SecretProviderClass: the even ones say only
-/// `secretproviderclass.reloader.stakater.com/auto` (nothing reloads them here: Reloader runs without
-/// `--enable-csi-integration`), the odd ones also `reloader.stakater.com/auto`, which reloads them for
-/// the ConfigMap they use.
+/// Deployments mounting a CSI volume of SecretProviderClass `vault`: the even ones say only
+/// `secretproviderclass.reloader.stakater.com/auto` (its rotations reload them), the odd ones also
+/// `reloader.stakater.com/auto`, which reloads them for the ConfigMap they use too.
 const CSI: usize = 10;
+/// The class the CSI Deployments mount.
+const CLASS: &str = "vault";
 /// How long one change may take to be written everywhere (Reloader writes at 5 requests/s).
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -60,11 +67,15 @@ pub struct Migration {
     /// wave's workload writes after taking over from Reloader (from its start until it reconciled all):
     /// patches of Deployments, and deletes and creates of Jobs.
     pub wave_writes: u64,
-    /// After one more change: workloads whose containers' env is identical to their twin's, which
-    /// Reloader wrote.
+    /// Rotations of the class Reloader handled before the switch.
+    pub rotations_before: usize,
+    /// After one more change and one more rotation: workloads whose containers' env is identical to
+    /// their twin's, which Reloader wrote.
     pub identical_after_change: usize,
     /// Of those, the workloads the change reloaded (the others show that neither wrote).
     pub reloaded_by_change: usize,
+    /// Of those, the workloads the rotation reloaded.
+    pub reloaded_by_rotation: usize,
     /// The workloads that differ from their twin, by name (none expected).
     pub differing: Vec<String>,
 }
@@ -178,6 +189,8 @@ pub async fn run(wave: &Profile, reloader: &Profile) -> Result<Migration, Error>
 
 async fn run_on(cluster: &testenv::Cluster, wave: &Profile, reloader: &Profile) -> Result<Migration, Error> {
     let client = cluster.client().await;
+    // Before Reloader starts: it follows the driver's statuses only if their CRD is served then.
+    cluster.install_csi_crds()?;
     for ns in [NS, TWIN] {
         populate(&client, ns).await?;
     }
@@ -199,6 +212,7 @@ async fn run_on(cluster: &testenv::Cluster, wave: &Profile, reloader: &Profile) 
     // Reloader's default strategy, env-vars: the one its users switch from most.
     let mut reloader = reloader.clone();
     reloader.args.retain(|a| !a.starts_with("--reload-strategy"));
+    reloader.args.push("--enable-csi-integration".into());
 
     let mut theirs = Running::start(&reloader, &kubeconfig(&reloader), &log)
         .map_err(|e| format!("starting Reloader: {e}"))?;
@@ -209,6 +223,8 @@ async fn run_on(cluster: &testenv::Cluster, wave: &Profile, reloader: &Profile) 
     for n in 1..=changes_before {
         change(&client, &[NS, TWIN], n).await?;
     }
+    let rotations_before = 1;
+    rotate(&client, &[NS, TWIN], "v1").await?;
     theirs.stop();
 
     let from = Timestamp::now();
@@ -219,6 +235,7 @@ async fn run_on(cluster: &testenv::Cluster, wave: &Profile, reloader: &Profile) 
             format!("--namespaces={NS}"),
             "--reloader-compat".into(),
             "--jobs".into(),
+            "--enable-csi-integration".into(),
         ],
         &kubeconfig(wave),
         &log,
@@ -226,9 +243,7 @@ async fn run_on(cluster: &testenv::Cluster, wave: &Profile, reloader: &Profile) 
     .map_err(|e| format!("starting wave: {e}"))?;
     let metrics = super::migration::metrics_port(wave).ok_or("wave's profile has no metrics address")?;
     let deadline = Instant::now() + Duration::from_secs(300);
-    // The CSI Deployments that say only `secretproviderclass.reloader.stakater.com/auto` are not
-    // wave's to reconcile (no ConfigMap or Secret reloads them).
-    while super::migration::reconciles(metrics) < (WORKLOADS + JOBS + CSI / 2) as f64 {
+    while super::migration::reconciles(metrics) < (WORKLOADS + JOBS + CSI) as f64 {
         if Instant::now() > deadline {
             return Err("wave did not reconcile every workload within 5 minutes".into());
         }
@@ -254,6 +269,7 @@ async fn run_on(cluster: &testenv::Cluster, wave: &Profile, reloader: &Profile) 
     until_listening(&client, &mut theirs).await?;
     let last = changes_before + 1;
     change(&client, &[NS, TWIN], last).await?;
+    rotate(&client, &[NS, TWIN], "v2").await?;
     theirs.stop();
     ours.stop();
 
@@ -270,9 +286,11 @@ async fn run_on(cluster: &testenv::Cluster, wave: &Profile, reloader: &Profile) 
         jobs: JOBS,
         csi_workloads: CSI,
         changes_before,
+        rotations_before,
         wave_writes,
         identical_after_change: ours.len() - differing.len(),
         reloaded_by_change: reloaded_by(changed),
+        reloaded_by_rotation: CSI,
         differing,
     })
 }
@@ -338,6 +356,72 @@ async fn populate(client: &Client, ns: &str) -> Result<(), Error> {
         jobs.create(&PostParams::default(), &serde_json::from_value(job(j)).unwrap())
             .await
             .map_err(|e| e.to_string())?;
+    }
+    // Each CSI Deployment's pod mounted `vault` at v0 (a creation: it reloads nothing).
+    for j in 0..CSI {
+        report(client, ns, j, "v0").await?;
+    }
+    Ok(())
+}
+
+/// Writes the status of CSI Deployment `j`'s pod as the driver would after mounting `version`.
+async fn report(client: &Client, ns: &str, j: usize, version: &str) -> Result<(), Error> {
+    let gvk = GroupVersionKind::gvk(csi::GROUP, csi::VERSION, csi::POD_STATUS_KIND);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, csi::POD_STATUS_PLURAL);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    let pod = format!("csi-{j}-0");
+    let name = format!("{pod}-{ns}-{CLASS}");
+    let body = json!({"apiVersion": format!("{}/{}", csi::GROUP, csi::VERSION), "kind": csi::POD_STATUS_KIND,
+        "metadata": {"name": name},
+        "status": {"podName": pod, "secretProviderClassName": CLASS, "mounted": true,
+            "objects": [{"id": "secret/db", "version": version}]}});
+    let params = PatchParams::apply("m1-csi-driver").force();
+    api.patch(&name, &params, &Patch::Apply(body))
+        .await
+        .map(drop)
+        .map_err(|e| format!("writing status {ns}/{name}: {e}"))
+}
+
+/// Rotates `vault` to `version` in each of `namespaces` (every CSI Deployment's pod reports it), then
+/// waits until every CSI Deployment carries the class's new SHA-1 in each.
+async fn rotate(client: &Client, namespaces: &[&str], version: &str) -> Result<(), Error> {
+    for ns in namespaces {
+        for j in 0..CSI {
+            report(client, ns, j, version).await?;
+        }
+    }
+    let status = wave_core::reloader::ProviderStatus {
+        id: wave_core::reloader::StatusRef {
+            namespace: String::new(),
+            name: String::new(),
+        },
+        class: CLASS.into(),
+        objects: Some(vec![("secret/db".into(), version.into())]),
+        resource_version: String::new(),
+        labels: Default::default(),
+    };
+    let (var, want) = (env_var_name(ConfigKind::SecretProviderClass, CLASS), status.sha());
+    let deadline = Instant::now() + CHANGE_TIMEOUT;
+    for ns in namespaces {
+        loop {
+            let marked = containers_by_name(client, ns)
+                .await?
+                .values()
+                .filter(|env| {
+                    env.iter()
+                        .any(|(n, v)| n.ends_with(&format!("/{var}")) && *v == want)
+                })
+                .count();
+            if marked == CSI {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "rotation to {version}: {marked} of {CSI} Deployments in {ns} marked after {CHANGE_TIMEOUT:?}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     }
     Ok(())
 }
