@@ -51,6 +51,25 @@ async fn env_var(client: &kube::Client, ns: &str, name: &str, container: &str) -
         .map(|(_, v)| v)
 }
 
+/// A namespace (named after `prefix`) with the driver's CRDs, pod `web-0`'s status of class `vault` at
+/// v1, and Deployment `web` mounting `vault` and saying `annotation`.
+async fn web_mounting_vault(prefix: &str, annotation: &str) -> (kube::Client, String) {
+    let (client, ns) = setup(prefix).await;
+    install_csi_crds().await;
+    report(&client, &ns, "web-0", "vault", "v1").await;
+    let annotations = json!({ annotation: "true" });
+    create_workload(
+        &client,
+        &ns,
+        WorkloadKind::DEPLOYMENT,
+        "web",
+        annotations,
+        mounting("vault"),
+    )
+    .await;
+    (client, ns)
+}
+
 #[tokio::test]
 async fn a_rotated_secret_provider_class_reloads_the_workloads_that_mount_it_and_ask_as_reloader_does() {
     let (client, ns) = setup("reloader-csi").await;
@@ -137,19 +156,7 @@ async fn a_rotated_secret_provider_class_reloads_the_workloads_that_mount_it_and
 
 #[tokio::test]
 async fn with_the_annotations_strategy_a_rotation_writes_last_reloaded_from_naming_the_class() {
-    let (client, ns) = setup("reloader-csi-annotations").await;
-    install_csi_crds().await;
-    report(&client, &ns, "web-0", "vault", "v1").await;
-    let auto = json!({"reloader.stakater.com/auto": "true"});
-    create_workload(
-        &client,
-        &ns,
-        WorkloadKind::DEPLOYMENT,
-        "web",
-        auto,
-        mounting("vault"),
-    )
-    .await;
+    let (client, ns) = web_mounting_vault("reloader-csi-annotations", "reloader.stakater.com/auto").await;
     let wave = Wave::start(
         &[&ns],
         &[
@@ -262,20 +269,9 @@ async fn enable_csi_integration_needs_reloader_compat() {
 
 #[tokio::test]
 async fn with_the_charts_rights_rotations_are_followed_and_without_them_wave_warns_and_runs() {
-    let (client, ns) = setup("reloader-csi-rbac").await;
+    let auto = "secretproviderclass.reloader.stakater.com/auto";
+    let (client, ns) = web_mounting_vault("reloader-csi-rbac", auto).await;
     let release_ns = testenv::namespace(&client, "reloader-csi-release").await;
-    install_csi_crds().await;
-    report(&client, &ns, "web-0", "vault", "v1").await;
-    let auto = json!({"secretproviderclass.reloader.stakater.com/auto": "true"});
-    create_workload(
-        &client,
-        &ns,
-        WorkloadKind::DEPLOYMENT,
-        "web",
-        auto,
-        mounting("vault"),
-    )
-    .await;
     let flags = ["--reloader-compat", "--enable-csi-integration"];
     let pid = std::process::id();
 

@@ -401,29 +401,8 @@ async fn rotate(client: &Client, namespaces: &[&str], version: &str) -> Result<(
         labels: Default::default(),
     };
     let (var, want) = (env_var_name(ConfigKind::SecretProviderClass, CLASS), status.sha());
-    let deadline = Instant::now() + CHANGE_TIMEOUT;
-    for ns in namespaces {
-        loop {
-            let marked = containers_by_name(client, ns)
-                .await?
-                .values()
-                .filter(|env| {
-                    env.iter()
-                        .any(|(n, v)| n.ends_with(&format!("/{var}")) && *v == want)
-                })
-                .count();
-            if marked == CSI {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "rotation to {version}: {marked} of {CSI} Deployments in {ns} marked after {CHANGE_TIMEOUT:?}"
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-    Ok(())
+    let what = format!("rotation to {version}");
+    until_marked(client, namespaces, &var, &want, CSI, &what).await
 }
 
 /// Makes change `n` in each of `namespaces`, then waits until every Deployment it reloads carries the
@@ -455,7 +434,19 @@ async fn change(client: &Client, namespaces: &[&str], n: usize) -> Result<(), Er
             .collect(),
     );
     let (var, want) = (env_var_name(kind, name), sha(kind, &content));
-    let expected = reloaded_by(name);
+    let what = format!("change {n}");
+    until_marked(client, namespaces, &var, &want, reloaded_by(name), &what).await
+}
+
+/// Waits until `expected` workloads carry env var `var` with value `want` in each of `namespaces`.
+async fn until_marked(
+    client: &Client,
+    namespaces: &[&str],
+    var: &str,
+    want: &str,
+    expected: usize,
+    what: &str,
+) -> Result<(), Error> {
     let deadline = Instant::now() + CHANGE_TIMEOUT;
     for ns in namespaces {
         loop {
@@ -464,7 +455,7 @@ async fn change(client: &Client, namespaces: &[&str], n: usize) -> Result<(), Er
                 .values()
                 .filter(|env| {
                     env.iter()
-                        .any(|(n, v)| n.ends_with(&format!("/{var}")) && *v == want)
+                        .any(|(n, v)| n.ends_with(&format!("/{var}")) && v == want)
                 })
                 .count();
             if marked == expected {
@@ -472,7 +463,7 @@ async fn change(client: &Client, namespaces: &[&str], n: usize) -> Result<(), Er
             }
             if Instant::now() > deadline {
                 return Err(format!(
-                    "change {n}: {marked} of {expected} Deployments in {ns} marked after {CHANGE_TIMEOUT:?}"
+                    "{what}: {marked} of {expected} workloads in {ns} marked after {CHANGE_TIMEOUT:?}"
                 ));
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
