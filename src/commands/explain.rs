@@ -303,7 +303,12 @@ pub(crate) async fn assess(
         }))
         .collect();
     let desired = config_hash(&workload.id.namespace, &refs, &fetched, hashing);
-    let reloader = wave_core::reloader::selection(workload, &wave_core::reloader::Options::default());
+    // Whether it asks Reloader anything, its SecretProviderClass annotations included.
+    let asks = wave_core::reloader::Options {
+        csi: true,
+        ..wave_core::reloader::Options::default()
+    };
+    let reloader = wave_core::reloader::selection(workload, &asks);
     let (status, reason, desired_hash) = if let Some(deployment) = &workload.template_from {
         (
             "elsewhere",

@@ -121,6 +121,7 @@ pub fn plan(
             // Nothing is ever written under `--webhook-url`, so a mark the workload carries (Reloader's,
             // from before) would post the same change again after every restart: it is no starting point.
             _ if options.notify_only => None,
+            _ if target.lifecycle == Lifecycle::Appeared => None,
             Strategy::EnvVars => env_value(spec, &target.container, &env_var_name(kind, &target.key.name)),
             Strategy::Annotations => last
                 .as_ref()

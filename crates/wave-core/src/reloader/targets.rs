@@ -17,6 +17,11 @@ pub enum Lifecycle {
     Created,
     /// It was deleted after wave's first list.
     Deleted,
+    /// A SecretProviderClass wave first learned of, after its first list, from a pod created then, and
+    /// that has not rotated since: what a workload carries for it may predate a rotation that pod
+    /// already mounts (a scale-up after wave restarted), so it is no starting point. Reloader ignores
+    /// the creation of a pod's status, and reloads nothing for it either.
+    Appeared,
 }
 
 fn env_references(container: &Container, kind: ConfigKind) -> impl Iterator<Item = &str> {

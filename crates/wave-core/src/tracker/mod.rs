@@ -114,11 +114,9 @@ pub struct Tracker {
     /// With `--enable-csi-integration`: each SecretProviderClassPodStatus's class and SHA-1
     /// (`provider_statuses`).
     statuses: HashMap<reloader::StatusRef, provider_statuses::Status>,
-    /// Per SecretProviderClass some status has named: what its last rotation mounted.
-    classes: HashMap<ConfigKey, Arc<crate::hash::Content>>,
-    /// SecretProviderClasses that say `reloader.stakater.com/ignore` (their `match` marks are in
-    /// `matched`).
-    ignored_classes: HashSet<ConfigKey>,
+    /// Per SecretProviderClass that some status names or that exists: what it holds and says (its
+    /// `match` mark is in `matched`).
+    classes: HashMap<ConfigKey, provider_statuses::Class>,
     /// The relists under way (`relist`), per resource.
     relisted_workloads: Relisting<WorkloadRef>,
     relisted_configs: Relisting<ConfigKey>,
@@ -171,7 +169,6 @@ impl Tracker {
             index: RefIndex::default(),
             statuses: HashMap::new(),
             classes: HashMap::new(),
-            ignored_classes: HashSet::new(),
             relisted_workloads: Relisting::new(),
             relisted_configs: Relisting::new(),
             relisted_namespaces: Relisting::new(),

@@ -40,6 +40,23 @@ pub(super) struct Status {
     sha: Option<String>,
 }
 
+/// What the tracker knows of one SecretProviderClass (an entry exists while a status names it or the
+/// object exists).
+#[derive(Debug, Default)]
+pub(super) struct Class {
+    /// What its last rotation mounted (its starting point before any); `None` until a status names it.
+    content: Option<Arc<Content>>,
+    /// The statuses that name it now.
+    statuses: usize,
+    /// The SecretProviderClass itself exists (its metadata watch shows it).
+    exists: bool,
+    /// It says `reloader.stakater.com/ignore: "true"`.
+    ignored: bool,
+    /// Learned, after wave was ready, from a pod created then, and not rotated since: what a workload
+    /// carries for it may predate a rotation that pod already mounts (`reloader::Lifecycle::Appeared`).
+    appeared: bool,
+}
+
 impl Tracked for ProviderStatus {
     type Key = StatusRef;
 
@@ -64,8 +81,9 @@ impl Tracked for ProviderStatus {
     }
 
     fn delete(tracker: &mut Tracker, key: &StatusRef, _: Option<&Self>, _: &mut Effects) {
-        // The class keeps what it holds (see the module docs).
-        tracker.statuses.remove(key);
+        if let Some(gone) = tracker.statuses.remove(key) {
+            tracker.release_class(&gone.class);
+        }
     }
 }
 
@@ -85,22 +103,21 @@ impl Tracked for ClassMeta {
     }
 
     fn held(tracker: &Tracker) -> impl Iterator<Item = &ConfigKey> {
-        // Only classes that say something are held; the matched ones are in both sets.
-        tracker.ignored_classes.iter().chain(
-            tracker
-                .matched
-                .iter()
-                .filter(|k| k.kind == ConfigKind::SecretProviderClass),
-        )
+        tracker.classes.iter().filter(|(_, c)| c.exists).map(|(k, _)| k)
     }
 
     fn upsert(tracker: &mut Tracker, meta: ClassMeta, fx: &mut Effects) {
+        tracker.classes.entry(meta.key.clone()).or_default().exists = true;
         tracker.mark_class(&meta.key, meta.ignored, meta.matched, fx);
     }
 
     fn delete(tracker: &mut Tracker, key: &ConfigKey, _: Option<&Self>, fx: &mut Effects) {
         // A class deleted while pods still mount it (the driver keeps what it mounted) says nothing.
         tracker.mark_class(key, false, false, fx);
+        if let Some(class) = tracker.classes.get_mut(key) {
+            class.exists = false;
+        }
+        tracker.forget_class_if_unused(key);
     }
 }
 
@@ -129,24 +146,52 @@ impl Tracker {
 
     /// Notes what class `key`'s own annotations say; a change wakes the workloads it may reload.
     fn mark_class(&mut self, key: &ConfigKey, ignored: bool, matched: bool, fx: &mut Effects) {
-        let changed = (self.ignored_classes.contains(key), self.matched.contains(key)) != (ignored, matched);
-        for (set, on) in [(&mut self.ignored_classes, ignored), (&mut self.matched, matched)] {
-            if on {
-                set.insert(key.clone());
-            } else {
-                set.remove(key);
-            }
+        let was_ignored = self.classes.get(key).is_some_and(|c| c.ignored);
+        let changed = (was_ignored, self.matched.contains(key)) != (ignored, matched);
+        if let Some(class) = self.classes.get_mut(key) {
+            class.ignored = ignored;
+        }
+        if matched {
+            self.matched.insert(key.clone());
+        } else {
+            self.matched.remove(key);
         }
         if changed && self.configs.contains_key(key) {
             self.wake_dependents(key, fx, false);
         }
     }
 
+    /// One status naming `class` went.
+    fn release_class(&mut self, class: &ConfigKey) {
+        if let Some(held) = self.classes.get_mut(class) {
+            held.statuses = held.statuses.saturating_sub(1);
+        }
+        self.forget_class_if_unused(class);
+    }
+
+    /// Forgets `class` once no status names it and it no longer exists (its namespace went, or it was
+    /// deleted with its pods): what wave keeps does not grow with classes come and gone. A class that
+    /// exists keeps what it holds with no status, so a workload scaled to zero while it rotated is not
+    /// reloaded when it scales up (its new pods' statuses are creations).
+    fn forget_class_if_unused(&mut self, key: &ConfigKey) {
+        if self.classes.get(key).is_some_and(|c| c.statuses == 0 && !c.exists) {
+            self.classes.remove(key);
+            self.configs.remove(key);
+            self.matched.remove(key);
+        }
+    }
+
+    /// Whether class `key` was learned from a pod created after wave was ready and has not rotated since.
+    pub(super) fn class_appeared(&self, key: &ConfigKey) -> bool {
+        self.classes.get(key).is_some_and(|c| c.appeared)
+    }
+
     /// What the class `key` mounted at its last rotation (its starting point before any), once some
     /// status has named it.
     pub fn provider_class(&self, key: &ConfigKey) -> Option<Arc<Content>> {
-        let content = self.classes.get(key)?;
-        if !self.ignored_classes.contains(key) {
+        let class = self.classes.get(key)?;
+        let content = class.content.as_ref()?;
+        if !class.ignored {
             return Some(content.clone());
         }
         let mut ignored = Content::clone(content);
@@ -159,7 +204,9 @@ impl Tracker {
         // `--resource-label-selector` does not select (Reloader lists statuses with it).
         let selector = self.reloader.as_ref().and_then(|o| o.resource_selector.as_ref());
         if status.class.is_empty() || selector.is_some_and(|s| !s.matches(&status.labels)) {
-            self.statuses.remove(&status.id);
+            if let Some(gone) = self.statuses.remove(&status.id) {
+                self.release_class(&gone.class);
+            }
             return;
         }
         let class = status.class_key();
@@ -173,25 +220,41 @@ impl Tracker {
         );
         // Reloader's rule: an update whose SHA-1 differs from the old one (none without objects). The
         // driver never renames a status's class; if it did, that counts as a creation.
-        let rotated = before.is_some_and(|old| old.class == class && (old.sha.is_none() || old.sha != sha));
-        let holds = self.configs.get(&class);
+        let rotated = match &before {
+            Some(old) if old.class == class => old.sha.is_none() || old.sha != sha,
+            _ => {
+                self.classes.entry(class.clone()).or_default().statuses += 1;
+                if let Some(old) = before {
+                    self.release_class(&old.class);
+                }
+                false
+            }
+        };
+        let held_at = self.configs.get(&class).map(|v| v.resource_version.clone());
         let newer = !self.ready
-            && holds.is_some_and(|v| {
-                reloader::revision(&status.resource_version) > reloader::revision(&v.resource_version)
-            });
-        if !(rotated || holds.is_none() || newer) {
+            && held_at
+                .as_deref()
+                .is_some_and(|at| reloader::revision(&status.resource_version) > reloader::revision(at));
+        if !(rotated || held_at.is_none() || newer) {
             return;
         }
-        let content = Arc::new(status.content());
-        // Another pod's status catching up with the class's rotation changes nothing.
-        if holds.is_some() && self.classes.get(&class).is_some_and(|held| **held == *content) {
-            return;
-        }
-        self.classes.insert(class.clone(), content);
         let version = ObjectVersion {
             uid: String::new(),
-            resource_version: status.resource_version,
+            resource_version: status.resource_version.clone(),
         };
+        let content = Arc::new(status.content());
+        let ready = self.ready;
+        let held = self.classes.entry(class.clone()).or_default();
+        // Another pod's status catching up with the class's rotation changes nothing; during the first
+        // list, the newest status's version is kept even with the same content, for the next ones.
+        if held.content.as_deref() == Some(&*content) {
+            if newer {
+                self.configs.insert(class, version);
+            }
+            return;
+        }
+        held.appeared = if held.content.is_none() { ready } else { held.appeared && !rotated };
+        held.content = Some(content);
         // A rotation is a data change: it wakes the class's workloads and counts for the flap breaker.
         self.wake_dependents(&class, fx, true);
         self.configs.insert(class, version);

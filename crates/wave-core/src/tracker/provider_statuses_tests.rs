@@ -56,15 +56,25 @@ fn version_of(t: &Tracker, key: &ConfigKey) -> Option<String> {
         .map(|v| String::from_utf8_lossy(v).into_owned())
 }
 
-/// A tracker with CSI statuses followed, synced with `workloads`, then shown `statuses` one by one.
+/// A tracker with CSI statuses followed, whose first list showed `workloads` and `statuses`.
 fn with_statuses(workloads: Vec<Workload>, statuses: Vec<ProviderStatus>) -> Tracker {
-    let t = Tracker::new(&WorkloadKind::BUILT_IN, None)
+    let mut t = Tracker::new(&WorkloadKind::BUILT_IN, None)
         .with_reloader(options())
         .with_provider_statuses();
-    let (mut t, _) = synced_from(t, workloads, vec![]);
-    for s in statuses {
-        t.apply(Change::ProviderStatus(scope(STATUSES), Event::Apply(s)));
+    let scopes = t.scopes().to_vec();
+    for s in &scopes {
+        t.apply(boundary(s, true));
     }
+    for w in workloads {
+        t.apply(Change::Workload(scope(DEPLOYMENTS), Event::InitApply(w)));
+    }
+    for s in statuses {
+        apply(&mut t, Event::InitApply(s));
+    }
+    for s in &scopes {
+        t.apply(boundary(s, false));
+    }
+    assert!(t.is_ready());
     t
 }
 
@@ -83,7 +93,11 @@ fn statuses_are_watched_only_where_config_maps_are_and_gate_readiness() {
         .map(|s| s.namespace.as_deref())
         .collect();
     assert_eq!(watched, [Some("a"), Some("b")]);
-    assert!(t.unsynced().iter().any(|s| s.resource == STATUSES));
+    let classes = Resource::Config(ConfigKind::SecretProviderClass);
+    for resource in [STATUSES, classes] {
+        let unsynced = t.unsynced().iter().filter(|s| s.resource == resource).count();
+        assert_eq!(unsynced, 2, "{resource:?} in each namespace, before its first list");
+    }
 }
 
 #[test]
@@ -229,6 +243,7 @@ fn a_class_outlives_its_last_status_so_pods_of_a_scale_up_reload_nothing() {
         ],
     );
     let key = class("ns", "vault");
+    mark(&mut t, class_meta("vault", false, false));
     let needs = t.reloader_selection(&w).expect("selected").needs(&w);
     let existing = vec![Candidate {
         key: key.clone(),
@@ -238,7 +253,7 @@ fn a_class_outlives_its_last_status_so_pods_of_a_scale_up_reload_nothing() {
     // Created after the first list, under --reload-on-create: still no creation to reload for.
     assert_eq!(t.reloader_candidates(&w, &needs), existing);
 
-    // Scaled to zero: every status goes, and nothing is woken.
+    // Scaled to zero: every status goes, and nothing is woken; the class, which exists, is kept.
     for pod in ["web-0", "web-1"] {
         let fx = apply(&mut t, Event::Delete(status("ns", pod, "vault", "v1", "12")));
         assert!(fx.enqueue.is_empty());
@@ -354,4 +369,92 @@ fn with_a_resource_label_selector_only_the_statuses_it_selects_count_as_reloader
     assert_eq!(names_of(&apply(&mut t, Event::Apply(labelled))), ["web"]);
     let fx = apply(&mut t, Event::Apply(status("ns", "web-1", "vault", "v3", "12")));
     assert!(fx.enqueue.is_empty());
+}
+
+#[test]
+fn a_class_no_status_names_and_that_no_longer_exists_is_forgotten() {
+    let mut t = with_statuses(
+        vec![mounts("ns", "web", "vault")],
+        vec![status("ns", "web-0", "vault", "v1", "10")],
+    );
+    mark(&mut t, class_meta("vault", true, true));
+    let classes = scope(Resource::Config(ConfigKind::SecretProviderClass));
+    t.apply(Change::ProviderClass(classes, Event::Delete(class_meta("vault", true, true))));
+    assert!(t.provider_class(&class("ns", "vault")).is_some(), "a pod still mounts it");
+    apply(&mut t, Event::Delete(status("ns", "web-0", "vault", "v1", "11")));
+    assert_eq!(t.provider_class(&class("ns", "vault")), None);
+    assert_eq!(t.config(&class("ns", "vault")), None);
+    // A status never named in a class that never existed leaves nothing behind either.
+    apply(&mut t, Event::Apply(status("ns", "tmp-0", "tmp", "v1", "12")));
+    apply(&mut t, Event::Delete(status("ns", "tmp-0", "tmp", "v1", "13")));
+    assert_eq!(t.config(&class("ns", "tmp")), None);
+}
+
+#[test]
+fn a_relist_of_classes_clears_what_a_class_no_longer_there_said() {
+    let mut t = with_statuses(
+        vec![mounts("ns", "web", "vault")],
+        vec![status("ns", "web-0", "vault", "v1", "10")],
+    );
+    mark(&mut t, class_meta("vault", true, false));
+    assert!(t.provider_class(&class("ns", "vault")).expect("held").reloader_ignored);
+    let classes = scope(Resource::Config(ConfigKind::SecretProviderClass));
+    t.apply(Change::ProviderClass(classes.clone(), Event::Init));
+    let fx = t.apply(Change::ProviderClass(classes, Event::InitDone));
+    assert_eq!(names_of(&fx), ["web"], "told vault no longer says ignore");
+    assert!(!t.provider_class(&class("ns", "vault")).expect("held").reloader_ignored);
+}
+
+#[test]
+fn at_start_the_newest_status_wins_even_after_one_with_the_same_content() {
+    let mut t = Tracker::new(&WorkloadKind::BUILT_IN, None)
+        .with_reloader(options())
+        .with_provider_statuses();
+    let scopes = t.scopes().to_vec();
+    for s in &scopes {
+        t.apply(boundary(s, true));
+    }
+    apply(&mut t, Event::InitApply(status("ns", "a", "vault", "v1", "20")));
+    apply(&mut t, Event::InitApply(status("ns", "b", "vault", "v1", "25")));
+    apply(&mut t, Event::InitApply(status("ns", "c", "vault", "v2", "22")));
+    for s in &scopes {
+        t.apply(boundary(s, false));
+    }
+    assert_eq!(version_of(&t, &class("ns", "vault")).as_deref(), Some("v1"));
+}
+
+#[test]
+fn a_class_first_learned_from_a_pod_created_after_start_carries_no_starting_point_until_it_rotates() {
+    // wave restarted while `web` was scaled to zero; it carries the mark of v1, and the secret rotated
+    // to v2 meanwhile. Its scale-up's pod mounts v2 from the start.
+    let mut w = mounts("ns", "web", "vault");
+    let v1 = status("ns", "x", "vault", "v1", "1").sha();
+    w.template = crate::workload::testing::deployment(
+        "ns",
+        "web",
+        &[],
+        json!({"containers": [{"name": "c", "env": [{"name": "STAKATER_VAULT_SECRETPROVIDERCLASS", "value": v1}],
+            "volumeMounts": [{"name": "s", "mountPath": "/s"}]}],
+            "volumes": [{"name": "s", "csi": {"driver": "secrets-store.csi.k8s.io",
+                "volumeAttributes": {"secretProviderClass": "vault"}}}]}),
+    )
+    .template;
+    let mut t = with_statuses(vec![w.clone()], vec![]);
+    let fx = apply(&mut t, Event::Apply(status("ns", "web-0", "vault", "v2", "10")));
+    assert_eq!(names_of(&fx), ["web"]);
+    let plan = |t: &Tracker| {
+        let sel = t.reloader_selection(&w).expect("selected");
+        let targets = reloader::targets(&w, &sel, &t.reloader_candidates(&w, &sel.needs(&w)));
+        let mut fetched = crate::hash::Fetched::new();
+        fetched.insert(class("ns", "vault"), t.provider_class(&class("ns", "vault")).expect("held"));
+        (targets[0].lifecycle, reloader::plan(&w, &targets, &fetched, &options(), &Default::default(), 0))
+    };
+    let (lifecycle, decision) = plan(&t);
+    assert_eq!(lifecycle, Lifecycle::Appeared);
+    assert!(decision.marks.is_empty(), "no reload of pods that mount v2");
+    // Its first rotation reloads it.
+    apply(&mut t, Event::Apply(status("ns", "web-0", "vault", "v3", "11")));
+    let (lifecycle, decision) = plan(&t);
+    assert_eq!(lifecycle, Lifecycle::Existing);
+    assert_eq!(decision.marks.len(), 1);
 }

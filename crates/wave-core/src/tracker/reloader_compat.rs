@@ -34,7 +34,9 @@ impl Tracker {
     ) -> Vec<reloader::Candidate> {
         let candidate = |key: &ConfigKey| {
             let reload_on_create = self.reloader.as_ref().is_some_and(|o| o.reload_on_create);
-            let lifecycle = if self.deleted.contains_key(key) {
+            let lifecycle = if self.class_appeared(key) {
+                reloader::Lifecycle::Appeared
+            } else if self.deleted.contains_key(key) {
                 reloader::Lifecycle::Deleted
             } else if reload_on_create && self.created.contains_key(key) {
                 reloader::Lifecycle::Created

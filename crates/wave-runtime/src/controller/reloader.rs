@@ -607,7 +607,11 @@ pub fn look_for_reloader(ctx: &Context) {
     let (running, own_uid, reloader_only) = {
         let tracker = ctx.tracker();
         if tracker.reloader().is_none() {
-            let defaults = reloader::Options::default();
+            // Any of Reloader's annotations, its SecretProviderClass ones included.
+            let defaults = reloader::Options {
+                csi: true,
+                ..reloader::Options::default()
+            };
             let reloader_only = tracker
                 .workloads()
                 .filter(|w| !w.is_opted_in() && reloader::selection(w, &defaults).is_some())
