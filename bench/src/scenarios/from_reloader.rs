@@ -371,7 +371,7 @@ async fn report(client: &Client, ns: &str, j: usize, version: &str) -> Result<()
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
     let pod = format!("csi-{j}-0");
     let name = format!("{pod}-{ns}-{CLASS}");
-    let body = json!({"apiVersion": format!("{}/{}", csi::GROUP, csi::VERSION), "kind": csi::POD_STATUS_KIND,
+    let body = json!({"apiVersion": csi::API_VERSION, "kind": csi::POD_STATUS_KIND,
         "metadata": {"name": name},
         "status": {"podName": pod, "secretProviderClassName": CLASS, "mounted": true,
             "objects": [{"id": "secret/db", "version": version}]}});

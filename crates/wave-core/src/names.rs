@@ -105,6 +105,8 @@ pub mod csi {
     pub const GROUP: &str = "secrets-store.csi.x-k8s.io";
     /// The version wave reads (Reloader v1.4.21 reads `v1`).
     pub const VERSION: &str = "v1";
+    /// Both, as in a manifest's `apiVersion`.
+    pub const API_VERSION: &str = "secrets-store.csi.x-k8s.io/v1";
     /// The kind the driver writes one of per pod and SecretProviderClass: which object versions it
     /// mounted (`status.objects`), for which class (`status.secretProviderClassName`).
     pub const POD_STATUS_KIND: &str = "SecretProviderClassPodStatus";

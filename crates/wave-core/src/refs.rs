@@ -42,6 +42,14 @@ impl ConfigKind {
         }
     }
 
+    /// The `apiVersion` of its kind.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            ConfigKind::ConfigMap | ConfigKind::Secret => "v1",
+            ConfigKind::SecretProviderClass => names::csi::API_VERSION,
+        }
+    }
+
     /// The Kubernetes kind.
     pub fn kind(self) -> &'static str {
         match self {

@@ -366,9 +366,9 @@ pub async fn fetch_content(
     })
 }
 
-/// wave never reads or writes a SecretProviderClass: what it follows of one is what its pods' statuses
-/// report (`wave_core::reloader::ProviderStatus`), held by the tracker. Asked anyway, the answer is this
-/// error, not a request.
+/// wave never reads a SecretProviderClass's spec nor writes one: what it follows of one is what its
+/// pods' statuses report and its annotations (`wave_core::reloader`), which the tracker holds from the
+/// watches. Asked anyway, these functions answer with this error, not a request.
 fn provider_class(key: &ConfigKey) -> kube::Error {
     let message = format!("wave does not read or write SecretProviderClass {key} itself");
     kube::Error::Api(

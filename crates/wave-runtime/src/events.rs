@@ -113,18 +113,8 @@ impl EventPublisher {
         action: &str,
         note: String,
     ) {
-        let api_version = match key.kind {
-            wave_core::refs::ConfigKind::SecretProviderClass => {
-                format!(
-                    "{}/{}",
-                    wave_core::names::csi::GROUP,
-                    wave_core::names::csi::VERSION
-                )
-            }
-            _ => "v1".to_string(),
-        };
         let regarding = ObjectReference {
-            api_version: Some(api_version),
+            api_version: Some(key.kind.api_version().into()),
             kind: Some(key.kind.kind().into()),
             namespace: Some(key.namespace.clone()),
             name: Some(key.name.clone()),

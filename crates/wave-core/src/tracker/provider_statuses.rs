@@ -11,10 +11,12 @@
 //!   creations: a new pod mounts what is current);
 //! - the first status of a class sets its starting point; during the first list, the one written last
 //!   (the greatest resourceVersion) does, so a rotation half done across pods starts from its newest;
-//! - a **deleted** status changes nothing, not even the class's last one: the class keeps what it holds
-//!   (one entry per class and namespace), so pods created after a scale to zero report a creation
+//!   a class first learned after that, from a pod created then, is [`reloader::Lifecycle::Appeared`]
+//!   until it rotates (what a workload carries for it may predate what that pod mounts);
+//! - a **deleted** status changes nothing, not even the class's last one while the SecretProviderClass
+//!   exists: the class keeps what it holds, so pods created after a scale to zero report a creation
 //!   (Reloader ignores deletions too; `--reload-on-delete` and `--reload-on-create` do not apply to
-//!   classes, which are never created nor deleted as config objects).
+//!   classes). A class no status names and that no longer exists is forgotten.
 //!
 //! A class's own annotations (`reloader.stakater.com/ignore`, `match`) come from a metadata watch of
 //! SecretProviderClasses ([`ClassMeta`]): an ignored class's content says so, and a `match` mark goes
@@ -174,7 +176,11 @@ impl Tracker {
     /// exists keeps what it holds with no status, so a workload scaled to zero while it rotated is not
     /// reloaded when it scales up (its new pods' statuses are creations).
     fn forget_class_if_unused(&mut self, key: &ConfigKey) {
-        if self.classes.get(key).is_some_and(|c| c.statuses == 0 && !c.exists) {
+        if self
+            .classes
+            .get(key)
+            .is_some_and(|c| c.statuses == 0 && !c.exists)
+        {
             self.classes.remove(key);
             self.configs.remove(key);
             self.matched.remove(key);
@@ -253,7 +259,11 @@ impl Tracker {
             }
             return;
         }
-        held.appeared = if held.content.is_none() { ready } else { held.appeared && !rotated };
+        held.appeared = if held.content.is_none() {
+            ready
+        } else {
+            held.appeared && !rotated
+        };
         held.content = Some(content);
         // A rotation is a data change: it wakes the class's workloads and counts for the flap breaker.
         self.wake_dependents(&class, fx, true);

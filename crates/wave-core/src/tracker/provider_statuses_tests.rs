@@ -96,7 +96,10 @@ fn statuses_are_watched_only_where_config_maps_are_and_gate_readiness() {
     let classes = Resource::Config(ConfigKind::SecretProviderClass);
     for resource in [STATUSES, classes] {
         let unsynced = t.unsynced().iter().filter(|s| s.resource == resource).count();
-        assert_eq!(unsynced, 2, "{resource:?} in each namespace, before its first list");
+        assert_eq!(
+            unsynced, 2,
+            "{resource:?} in each namespace, before its first list"
+        );
     }
 }
 
@@ -379,8 +382,14 @@ fn a_class_no_status_names_and_that_no_longer_exists_is_forgotten() {
     );
     mark(&mut t, class_meta("vault", true, true));
     let classes = scope(Resource::Config(ConfigKind::SecretProviderClass));
-    t.apply(Change::ProviderClass(classes, Event::Delete(class_meta("vault", true, true))));
-    assert!(t.provider_class(&class("ns", "vault")).is_some(), "a pod still mounts it");
+    t.apply(Change::ProviderClass(
+        classes,
+        Event::Delete(class_meta("vault", true, true)),
+    ));
+    assert!(
+        t.provider_class(&class("ns", "vault")).is_some(),
+        "a pod still mounts it"
+    );
     apply(&mut t, Event::Delete(status("ns", "web-0", "vault", "v1", "11")));
     assert_eq!(t.provider_class(&class("ns", "vault")), None);
     assert_eq!(t.config(&class("ns", "vault")), None);
@@ -397,12 +406,20 @@ fn a_relist_of_classes_clears_what_a_class_no_longer_there_said() {
         vec![status("ns", "web-0", "vault", "v1", "10")],
     );
     mark(&mut t, class_meta("vault", true, false));
-    assert!(t.provider_class(&class("ns", "vault")).expect("held").reloader_ignored);
+    assert!(
+        t.provider_class(&class("ns", "vault"))
+            .expect("held")
+            .reloader_ignored
+    );
     let classes = scope(Resource::Config(ConfigKind::SecretProviderClass));
     t.apply(Change::ProviderClass(classes.clone(), Event::Init));
     let fx = t.apply(Change::ProviderClass(classes, Event::InitDone));
     assert_eq!(names_of(&fx), ["web"], "told vault no longer says ignore");
-    assert!(!t.provider_class(&class("ns", "vault")).expect("held").reloader_ignored);
+    assert!(
+        !t.provider_class(&class("ns", "vault"))
+            .expect("held")
+            .reloader_ignored
+    );
 }
 
 #[test]
@@ -446,8 +463,14 @@ fn a_class_first_learned_from_a_pod_created_after_start_carries_no_starting_poin
         let sel = t.reloader_selection(&w).expect("selected");
         let targets = reloader::targets(&w, &sel, &t.reloader_candidates(&w, &sel.needs(&w)));
         let mut fetched = crate::hash::Fetched::new();
-        fetched.insert(class("ns", "vault"), t.provider_class(&class("ns", "vault")).expect("held"));
-        (targets[0].lifecycle, reloader::plan(&w, &targets, &fetched, &options(), &Default::default(), 0))
+        fetched.insert(
+            class("ns", "vault"),
+            t.provider_class(&class("ns", "vault")).expect("held"),
+        );
+        (
+            targets[0].lifecycle,
+            reloader::plan(&w, &targets, &fetched, &options(), &Default::default(), 0),
+        )
     };
     let (lifecycle, decision) = plan(&t);
     assert_eq!(lifecycle, Lifecycle::Appeared);
