@@ -192,30 +192,15 @@ fn boundary(s: &Scope, start: bool) -> Change {
 
 #[test]
 fn the_first_list_starts_each_class_from_its_newest_status() {
-    let mut t = Tracker::new(&WorkloadKind::BUILT_IN, None)
-        .with_reloader(options())
-        .with_provider_statuses();
-    let scopes = t.scopes().to_vec();
-    for s in &scopes {
-        t.apply(boundary(s, true));
-    }
     // A rotation half done across pods when wave starts: web-1 has the newest.
-    apply(
-        &mut t,
-        Event::InitApply(status("ns", "web-0", "vault", "v1", "20")),
+    let t = with_statuses(
+        vec![],
+        vec![
+            status("ns", "web-0", "vault", "v1", "20"),
+            status("ns", "web-1", "vault", "v2", "21"),
+            status("ns", "web-2", "vault", "v1", "19"),
+        ],
     );
-    apply(
-        &mut t,
-        Event::InitApply(status("ns", "web-1", "vault", "v2", "21")),
-    );
-    apply(
-        &mut t,
-        Event::InitApply(status("ns", "web-2", "vault", "v1", "19")),
-    );
-    for s in &scopes {
-        t.apply(boundary(s, false));
-    }
-    assert!(t.is_ready());
     assert_eq!(version_of(&t, &class("ns", "vault")).as_deref(), Some("v2"));
 }
 
@@ -424,19 +409,14 @@ fn a_relist_of_classes_clears_what_a_class_no_longer_there_said() {
 
 #[test]
 fn at_start_the_newest_status_wins_even_after_one_with_the_same_content() {
-    let mut t = Tracker::new(&WorkloadKind::BUILT_IN, None)
-        .with_reloader(options())
-        .with_provider_statuses();
-    let scopes = t.scopes().to_vec();
-    for s in &scopes {
-        t.apply(boundary(s, true));
-    }
-    apply(&mut t, Event::InitApply(status("ns", "a", "vault", "v1", "20")));
-    apply(&mut t, Event::InitApply(status("ns", "b", "vault", "v1", "25")));
-    apply(&mut t, Event::InitApply(status("ns", "c", "vault", "v2", "22")));
-    for s in &scopes {
-        t.apply(boundary(s, false));
-    }
+    let t = with_statuses(
+        vec![],
+        vec![
+            status("ns", "a", "vault", "v1", "20"),
+            status("ns", "b", "vault", "v1", "25"),
+            status("ns", "c", "vault", "v2", "22"),
+        ],
+    );
     assert_eq!(version_of(&t, &class("ns", "vault")).as_deref(), Some("v1"));
 }
 
