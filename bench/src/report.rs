@@ -187,6 +187,16 @@ impl Report {
                         ));
                     }
                 }
+                match &r.s1_under_load {
+                    None => return Err(format!("{at}: no S1L")),
+                    Some(l) if l.s1.missed > 0 => {
+                        return Err(format!("{at}: S1L missed {} updates", l.s1.missed));
+                    }
+                    Some(l) if l.writes_done_per_s <= 0.0 || l.lists_done_per_s <= 0.0 => {
+                        return Err(format!("{at}: S1L ran without its load"));
+                    }
+                    Some(_) => {}
+                }
                 if *name != "wave" {
                     continue;
                 }
@@ -430,6 +440,18 @@ impl Report {
         add("S1", "p99_ms".into(), &|r| r.s1.p99_ms);
         add("S1", "max_ms".into(), &|r| r.s1.max_ms);
         add("S1", "missed".into(), &|r| r.s1.missed as f64);
+        let loaded = |f: fn(&crate::scenarios::latency::UnderLoad) -> f64| {
+            move |r: &ControllerResult| r.s1_under_load.as_ref().map_or(f64::NAN, f)
+        };
+        add("S1L", "p50_ms".into(), &loaded(|l| l.s1.p50_ms));
+        add("S1L", "p99_ms".into(), &loaded(|l| l.s1.p99_ms));
+        add("S1L", "missed".into(), &loaded(|l| l.s1.missed as f64));
+        add(
+            "S1L",
+            "load_writes_per_s".into(),
+            &loaded(|l| l.writes_done_per_s),
+        );
+        add("S1L", "load_lists_per_s".into(), &loaded(|l| l.lists_done_per_s));
         let payloads: Vec<usize> = self
             .results
             .iter()
@@ -820,7 +842,7 @@ fn versions(profiles: &[Profile]) -> Value {
 mod tests {
     use super::*;
     use crate::scenarios::churn::Storm;
-    use crate::scenarios::latency::{FanOut, Latency, LatencySample};
+    use crate::scenarios::latency::{FanOut, Latency, LatencySample, UnderLoad};
 
     /// A report of one wave round that passes every smoke check: S1 all seen, S3 whole, no restart
     /// write, one ReplicaSet per change at most.
@@ -843,6 +865,11 @@ mod tests {
                 replicasets_per_deployment_max: 2,
                 ..Default::default()
             },
+            s1_under_load: Some(UnderLoad {
+                writes_done_per_s: 48.0,
+                lists_done_per_s: 5.0,
+                ..Default::default()
+            }),
             ..Default::default()
         };
         Report {
@@ -877,12 +904,23 @@ mod tests {
     #[test]
     fn the_smoke_check_fails_on_a_timeout_a_missed_update_a_partial_fan_out_a_restart_write_and_a_storm() {
         type Break = fn(&mut ControllerResult);
-        let breaks: [(&str, Break); 5] = [
+        let breaks: [(&str, Break); 8] = [
             ("waits gave up: wave (round 1): S11", |r| r.s11.timed_out = true),
             ("S1 missed 1 updates", |r| {
                 r.s1.missed = 1;
             }),
             ("S3 changed 4 of 5", |r| r.s3.changed = 4),
+            ("no S1L", |r| r.s1_under_load = None),
+            ("S1L missed 2 updates", |r| {
+                if let Some(l) = &mut r.s1_under_load {
+                    l.s1.missed = 2;
+                }
+            }),
+            ("S1L ran without its load", |r| {
+                if let Some(l) = &mut r.s1_under_load {
+                    l.lists_done_per_s = 0.0;
+                }
+            }),
             ("1 workload writes on a restart", |r| {
                 r.s5.workload_writes = 1;
             }),

@@ -1,6 +1,7 @@
 //! S1, latency (one config change at a time, each until the template changed; its request cost is
 //! S4's per-change figure) and S3, fan-out (one Secret shared by many Deployments). The round runs them
-//! twice (with write limits off, then at the shipped defaults); H1 and S10 run S1 alone.
+//! twice (with write limits off, then at the shipped defaults); H1 and S10 run S1 alone. S1L is S1 again
+//! while a second client keeps the apiserver busy with unrelated writes and LISTs ([`Load`]).
 //!
 //! ```text
 //! S1: for each update: ConfigMap or Secret of workload j patched ─► wait for app-j's template (30 s)
@@ -62,6 +63,118 @@ pub struct LatencySample {
     pub kind: String,
     /// From the update's response to the template change; `None` when it was missed.
     pub ms: Option<f64>,
+}
+
+/// S1L's background load: a second client that writes unrelated ConfigMaps and LISTs every ConfigMap
+/// of the cluster at fixed rates while S1 runs, so that the apiserver (and etcd) are busy as in a
+/// shared cluster. Nothing the controllers watch-for references what it writes.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct Load {
+    /// ConfigMap patches per second, in turn over [`LOAD_OBJECTS`] objects of [`LOAD_NS`].
+    pub writes_per_s: u32,
+    /// LISTs of every ConfigMap in the cluster per second (paginated by 500, as client-go lists).
+    pub lists_per_s: u32,
+}
+
+/// The namespace the load writes in.
+pub const LOAD_NS: &str = "bench-load";
+/// The ConfigMaps it writes, in turn.
+pub const LOAD_OBJECTS: usize = 20;
+/// The load S1L runs under.
+pub const LOAD: Load = Load {
+    writes_per_s: 50,
+    lists_per_s: 5,
+};
+
+/// S1L's figures: S1 under [`LOAD`], and the load as it was delivered.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct UnderLoad {
+    pub s1: Latency,
+    /// The load asked for.
+    pub writes_per_s: u32,
+    pub lists_per_s: u32,
+    /// What the second client achieved over S1's duration (a busy apiserver may deliver less).
+    pub writes_done_per_s: f64,
+    pub lists_done_per_s: f64,
+    /// Requests of the load that failed.
+    pub load_errors: u64,
+}
+
+/// Creates [`LOAD_NS`] and its [`LOAD_OBJECTS`] ConfigMaps.
+pub async fn prepare_load(client: &Client) -> Result<(), Error> {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{Api, PostParams};
+    let pp = PostParams::default();
+    let ns = serde_json::from_value(json!({"metadata": {"name": LOAD_NS}})).map_err(|e| e.to_string())?;
+    Api::<Namespace>::all(client.clone())
+        .create(&pp, &ns)
+        .await
+        .map_err(|e| format!("creating {LOAD_NS}: {e}"))?;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), LOAD_NS);
+    for k in 0..LOAD_OBJECTS {
+        let cm =
+            serde_json::from_value(json!({"metadata": {"name": format!("load-{k}")}, "data": {"n": "0"}}))
+                .map_err(|e| e.to_string())?;
+        api.create(&pp, &cm)
+            .await
+            .map_err(|e| format!("creating {LOAD_NS}/load-{k}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Deletes [`LOAD_NS`] (in the background: the namespace controller empties it), so that the steps
+/// after S1L see the population as it was.
+pub async fn remove_load(client: &Client) -> Result<(), Error> {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{Api, DeleteParams};
+    Api::<Namespace>::all(client.clone())
+        .delete(LOAD_NS, &DeleteParams::default())
+        .await
+        .map(drop)
+        .map_err(|e| format!("deleting {LOAD_NS}: {e}"))
+}
+
+/// Runs [`LOAD`] until `stop` says so; returns (writes done, LISTs done, errors).
+pub async fn run_load(client: Client, mut stop: tokio::sync::watch::Receiver<bool>) -> (u64, u64, u64) {
+    use kube::api::{Api, ListParams};
+    let mut writes = tokio::time::interval(Duration::from_secs(1) / LOAD.writes_per_s);
+    let mut lists = tokio::time::interval(Duration::from_secs(1) / LOAD.lists_per_s);
+    // A busy apiserver may answer late: the load does not catch up in bursts, it stays at its rate.
+    writes.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    lists.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let all: Api<ConfigMap> = Api::all(client.clone());
+    let (mut written, mut listed, mut errors, mut n) = (0u64, 0u64, 0u64, 0usize);
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return (written, listed, errors),
+            _ = writes.tick() => {
+                n += 1;
+                let body = json!({"data": {"n": n.to_string()}});
+                match patch::<ConfigMap>(&client, LOAD_NS, &format!("load-{}", n % LOAD_OBJECTS), body).await {
+                    Ok(()) => written += 1,
+                    Err(_) => errors += 1,
+                }
+            }
+            _ = lists.tick() => {
+                let mut params = ListParams::default().limit(500);
+                loop {
+                    match all.list(&params).await {
+                        Ok(page) => match page.metadata.continue_.filter(|t| !t.is_empty()) {
+                            Some(token) => params = params.continue_token(&token),
+                            None => {
+                                listed += 1;
+                                break;
+                            }
+                        },
+                        Err(_) => {
+                            errors += 1;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// S3's figures.

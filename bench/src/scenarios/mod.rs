@@ -68,7 +68,7 @@ pub enum Run {
 pub enum Part {
     /// `--safety-only`: S6, S7 and S8.
     Safety,
-    /// `--latency-only`: S1 and S3.
+    /// `--latency-only`: S1, S3 and S1L.
     Latency,
 }
 
@@ -88,7 +88,7 @@ impl Part {
     pub fn scenarios(self) -> &'static [&'static str] {
         match self {
             Part::Safety => &["S6", "S7", "S8"],
-            Part::Latency => &["S1", "S3"],
+            Part::Latency => &["S1", "S3", "S1L"],
         }
     }
 }
@@ -216,6 +216,14 @@ pub static REGISTRY: &[Scenario] = &[
         measures: "latency of one change at a time (and S4's cost per change); fan-out of one Secret",
         run: Run::Round {
             step: round::spread,
+            parts: &[Part::Latency],
+        },
+    },
+    Scenario {
+        id: "S1L",
+        measures: "S1 again while a second client writes and LISTs at a fixed rate (latency under load)",
+        run: Run::Round {
+            step: round::under_load,
             parts: &[Part::Latency],
         },
     },
@@ -400,12 +408,14 @@ mod tests {
     fn a_part_run_alone_runs_the_start_up_and_its_own_steps() {
         let ids = |part| round_scenarios(part).map(|(id, _)| id).collect::<Vec<_>>();
         assert_eq!(ids(Some(Part::Safety)), ["S4", "S6", "S7", "S8"]);
-        assert_eq!(ids(Some(Part::Latency)), ["S4", "S1, S3"]);
+        assert_eq!(ids(Some(Part::Latency)), ["S4", "S1, S3", "S1L"]);
         assert_eq!(
             ids(None),
-            ["S4", "S1, S3", "S6", "S7", "S8", "defaults", "S2, S5", "S11"]
+            [
+                "S4", "S1, S3", "S1L", "S6", "S7", "S8", "defaults", "S2, S5", "S11"
+            ]
         );
-        assert_eq!(round_steps(Some(Part::Latency)).len(), 2);
+        assert_eq!(round_steps(Some(Part::Latency)).len(), 3);
     }
 
     #[test]

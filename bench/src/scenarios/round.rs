@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! populate ─► (steps) start ─► ready (a ConfigMap and a Secret change handled) ─► hashed ─► settled: S4 startup
-//! ─► S1 (raw samples) ─► S3 ─► settled ─► S6 ─► S7 ─► restart with pacing: S8
+//! ─► S1 (raw samples) ─► S3 ─► settled ─► S1L (S1 under a background load) ─► S6 ─► S7 ─► restart with pacing: S8
 //! ─► defaults pass: S1 + S3 at shipped settings (or, without it: restart, S8's held-back rollouts written)
 //! ─► per payload size: unreferenced Secrets, restart, S5, idle window (RSS each second): S2, S4 idle
 //!    (both read over the window's last 2 minutes)
@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::apiserver::{self, ApiserverRestart};
 use super::bad_config::{self, BadConfig};
 use super::churn::{Storm, churn};
-use super::latency::{self, FanOut, Latency, spread_and_fan_out};
+use super::latency::{self, FanOut, Latency, UnderLoad, spread_and_fan_out};
 use super::memory::{self, ApiCost, Memory, Restart, idle_window};
 use crate::harness::audit;
 use crate::harness::controller::{Profile, Running};
@@ -96,6 +96,9 @@ pub struct ControllerResult {
     pub s11: ApiserverRestart,
     /// S1 and S3 again with the controller at its shipped defaults (write limits on).
     pub defaults: Option<DefaultsPass>,
+    /// S1L: S1 again under a background load on the apiserver (absent from results made before it).
+    #[serde(default)]
+    pub s1_under_load: Option<UnderLoad>,
 }
 
 /// S1 and S3 with the controller at its shipped defaults.
@@ -231,6 +234,39 @@ impl Round<'_> {
         (r.s1, r.s3) = (spread.s1, spread.s3);
         // S6 starts once the Deployment controller is done with S3's rollouts, not in their backlog.
         wait_settled(&session.client, Some(FANOUT_NS), self.sizes.limits).await
+    }
+
+    /// S1L: S1 again while a second client writes and LISTs at [`latency::LOAD`]'s rates.
+    async fn under_load(&mut self) -> Result<(), Error> {
+        let session = &self.session;
+        latency::prepare_load(&session.client).await?;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let load = tokio::spawn(latency::run_load(session.client.clone(), stopped));
+        let sizes = latency::Sizes {
+            fanout: 0,
+            ..self.sizes.spread()
+        };
+        let cost = |from, to| session.cost(from, to);
+        let t0 = Instant::now();
+        let spread = spread_and_fan_out(&sizes, &session.client, &mut self.changes, &cost, "l").await;
+        let elapsed = t0.elapsed().as_secs_f64().max(f64::EPSILON);
+        let _ = stop.send(true);
+        let (written, listed, errors) = load.await.map_err(|e| format!("the load task: {e}"))?;
+        latency::remove_load(&session.client).await?;
+        let under_load = UnderLoad {
+            s1: spread?.s1,
+            writes_per_s: latency::LOAD.writes_per_s,
+            lists_per_s: latency::LOAD.lists_per_s,
+            writes_done_per_s: written as f64 / elapsed,
+            lists_done_per_s: listed as f64 / elapsed,
+            load_errors: errors,
+        };
+        eprintln!(
+            "  S1L load {:.0} writes/s, {:.1} LISTs/s, {} errors",
+            under_load.writes_done_per_s, under_load.lists_done_per_s, errors
+        );
+        self.result.s1_under_load = Some(under_load);
+        Ok(())
     }
 
     /// S6: 10 changes spread over 2 s.
@@ -422,6 +458,9 @@ pub fn startup<'r>(r: &'r mut Round<'_>) -> LocalBoxFuture<'r, Result<(), Error>
 }
 pub fn spread<'r>(r: &'r mut Round<'_>) -> LocalBoxFuture<'r, Result<(), Error>> {
     Box::pin(r.spread())
+}
+pub fn under_load<'r>(r: &'r mut Round<'_>) -> LocalBoxFuture<'r, Result<(), Error>> {
+    Box::pin(r.under_load())
 }
 pub fn storm<'r>(r: &'r mut Round<'_>) -> LocalBoxFuture<'r, Result<(), Error>> {
     Box::pin(r.storm())
