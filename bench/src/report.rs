@@ -852,6 +852,7 @@ mod tests {
                 samples: vec![LatencySample {
                     kind: "configmap".into(),
                     ms: Some(10.0),
+                    ..Default::default()
                 }],
                 ..Default::default()
             },

@@ -70,6 +70,45 @@ fn count_where(
     counts
 }
 
+/// One completed request, as the audit log shows it: who, what, and when the apiserver received and
+/// completed it (microseconds, the log's precision).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub user: String,
+    pub verb: String,
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+    pub received: Timestamp,
+    pub completed: Timestamp,
+}
+
+/// Every request the apiserver completed with a 2xx answer, received at `from` or later, in the log's
+/// order. Watches are left out: they complete when they end, not when they deliver.
+pub fn completed(log: &Path, from: Timestamp) -> Vec<Request> {
+    let Ok(text) = std::fs::read_to_string(log) else {
+        return Vec::new();
+    };
+    let string = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let time = |v: &serde_json::Value| v.as_str().and_then(|t| t.parse::<Timestamp>().ok());
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|e| e["stage"] == "ResponseComplete" && e["verb"] != "watch")
+        .filter(|e| e["responseStatus"]["code"].as_u64().is_none_or(|c| c < 300))
+        .filter_map(|e| {
+            Some(Request {
+                user: string(&e["user"]["username"]),
+                verb: string(&e["verb"]),
+                resource: string(&e["objectRef"]["resource"]),
+                namespace: string(&e["objectRef"]["namespace"]),
+                name: string(&e["objectRef"]["name"]),
+                received: time(&e["requestReceivedTimestamp"]).filter(|t| *t >= from)?,
+                completed: time(&e["stageTimestamp"])?,
+            })
+        })
+        .collect()
+}
+
 /// Successful writes to workloads among `counts`.
 pub fn workload_writes(counts: &Counts) -> u64 {
     writes(counts, |code| code.is_none())

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::nan_if_null;
-use crate::harness::audit::{self, Counts};
+use crate::harness::audit::{self, Counts, Request};
 use crate::harness::population::{FANOUT_NS, patch};
 use crate::harness::stats::quantile;
 use crate::harness::wait::TemplateChanges;
@@ -54,15 +54,155 @@ pub struct Latency {
     pub missed: usize,
     /// Every update, in order: what changed and how long until the template changed.
     pub samples: Vec<LatencySample>,
+    /// Where the time went, step by step, from the audit log ([`profile_steps`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<StepProfile>,
 }
 
 /// One S1 update.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LatencySample {
     /// `configmap` or `secret`.
     pub kind: String,
     /// From the update's response to the template change; `None` when it was missed.
     pub ms: Option<f64>,
+    /// Its steps, when the audit log shows them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Steps>,
+    /// Just before the update was sent, and what it updated and should change: what
+    /// [`profile_steps`] looks for in the audit log.
+    #[serde(skip)]
+    pub sent: Option<Timestamp>,
+    #[serde(skip)]
+    pub object: (String, String),
+    #[serde(skip)]
+    pub workload: String,
+}
+
+/// One update's steps, as the apiserver saw them (its audit log, in microseconds), in milliseconds.
+/// The read is the controller's GET of the object; Wave and Reloader read theirs from their caches,
+/// so theirs have none, and their `to_write_ms` holds the watch's delivery as well.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Steps {
+    /// From the update's completion to the arrival of the controller's read: the watch event's
+    /// delivery, and the controller's own work until it asks.
+    pub to_read_ms: Option<f64>,
+    /// The read, in the apiserver.
+    pub read_ms: Option<f64>,
+    /// From the read's answer (or, without a read, the update's completion) to the arrival of the
+    /// workload write: the controller's own work.
+    pub to_write_ms: f64,
+    /// The workload write, in the apiserver.
+    pub write_ms: f64,
+    /// From the write's completion to the bench seeing the template change (its watch's delivery).
+    pub to_seen_ms: f64,
+}
+
+/// One step over an S1 run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct StepFigure {
+    #[serde(deserialize_with = "nan_if_null")]
+    pub p50_ms: f64,
+    #[serde(deserialize_with = "nan_if_null")]
+    pub p99_ms: f64,
+    /// The mean over the slowest tenth of the updates (by their whole latency): where the tail goes.
+    #[serde(deserialize_with = "nan_if_null")]
+    pub tail_mean_ms: f64,
+}
+
+/// [`Steps`] over an S1 run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct StepProfile {
+    /// Updates whose steps the audit log showed.
+    pub profiled: usize,
+    /// Of those, updates the controller read with a GET.
+    pub read: usize,
+    pub to_read: StepFigure,
+    pub read_step: StepFigure,
+    pub to_write: StepFigure,
+    pub write: StepFigure,
+    pub to_seen: StepFigure,
+}
+
+/// Fills each sample's [`Steps`] and the run's [`StepProfile`] from `requests` (the audit log's, see
+/// [`crate::harness::audit::completed`]): per update, the update itself (sent by the bench), the
+/// controller's first GET of the object after it, and the controller's first write of the workload
+/// after it.
+pub fn profile_steps(s1: &mut Latency, requests: &[Request], controller: &str) {
+    let ms = |from: Timestamp, to: Timestamp| to.duration_since(from).as_secs_f64() * 1000.0;
+    for sample in &mut s1.samples {
+        let (Some(sent), Some(total)) = (sample.sent, sample.ms) else {
+            continue;
+        };
+        let resource = format!("{}s", sample.kind);
+        let (ns, name) = &sample.object;
+        let object = |r: &&Request| r.resource == resource && &r.namespace == ns && &r.name == name;
+        let Some(update) = requests
+            .iter()
+            .filter(object)
+            .find(|r| r.user != controller && r.verb == "patch" && r.received >= sent)
+        else {
+            continue;
+        };
+        let after = |r: &&Request| r.user == controller && r.received >= update.completed;
+        let Some(write) = requests.iter().filter(after).find(|r| {
+            matches!(r.verb.as_str(), "patch" | "update")
+                && r.resource == "deployments"
+                && &r.namespace == ns
+                && r.name == sample.workload
+        }) else {
+            continue;
+        };
+        let read = requests
+            .iter()
+            .filter(after)
+            .filter(object)
+            .find(|r| r.verb == "get" && r.received <= write.received);
+        let ready = read.map_or(update.completed, |r| r.completed);
+        sample.steps = Some(Steps {
+            to_read_ms: read.map(|r| ms(update.completed, r.received)),
+            read_ms: read.map(|r| ms(r.received, r.completed)),
+            to_write_ms: ms(ready, write.received),
+            write_ms: ms(write.received, write.completed),
+            to_seen_ms: total - ms(update.completed, write.completed),
+        });
+    }
+    let profiled: Vec<(f64, &Steps)> = s1
+        .samples
+        .iter()
+        .filter_map(|s| Some((s.ms?, s.steps.as_ref()?)))
+        .collect();
+    if profiled.is_empty() {
+        return;
+    }
+    let tail_from = {
+        let mut totals: Vec<f64> = profiled.iter().map(|(total, _)| *total).collect();
+        totals.sort_by(f64::total_cmp);
+        quantile(&totals, 0.9)
+    };
+    let figure = |step: &dyn Fn(&Steps) -> Option<f64>| {
+        let mut all: Vec<f64> = profiled.iter().filter_map(|(_, s)| step(s)).collect();
+        all.sort_by(f64::total_cmp);
+        let tail: Vec<f64> = profiled
+            .iter()
+            .filter(|(total, _)| *total >= tail_from)
+            .filter_map(|(_, s)| step(s))
+            .collect();
+        StepFigure {
+            p50_ms: quantile(&all, 0.5),
+            p99_ms: quantile(&all, 0.99),
+            tail_mean_ms: tail.iter().sum::<f64>() / tail.len() as f64,
+        }
+    };
+    s1.steps = Some(StepProfile {
+        profiled: profiled.len(),
+        read: profiled.iter().filter(|(_, s)| s.read_ms.is_some()).count(),
+        to_read: figure(&|s| s.to_read_ms),
+        read_step: figure(&|s| s.read_ms),
+        to_write: figure(&|s| Some(s.to_write_ms)),
+        write: figure(&|s| Some(s.write_ms)),
+        to_seen: figure(&|s| Some(s.to_seen_ms)),
+    });
 }
 
 /// S1L's background load: a second client that writes unrelated ConfigMaps and LISTs every ConfigMap
@@ -134,45 +274,76 @@ pub async fn remove_load(client: &Client) -> Result<(), Error> {
         .map_err(|e| format!("deleting {LOAD_NS}: {e}"))
 }
 
-/// Runs [`LOAD`] until `stop` says so; returns (writes done, LISTs done, errors).
+/// Requests of the load in flight at most: a stalled apiserver makes the load wait, not pile up.
+const LOAD_IN_FLIGHT: usize = 32;
+
+/// Runs [`LOAD`] until `stop` says so; returns (writes done, LISTs done, errors). Each request runs on
+/// its own task, so a slow LIST delays no write and the rates hold while the apiserver keeps up. A LIST
+/// is read as text and only its continue token is parsed: the apiserver does the whole work, and the
+/// bench spends no CPU decoding objects on the machine it measures.
 pub async fn run_load(client: Client, mut stop: tokio::sync::watch::Receiver<bool>) -> (u64, u64, u64) {
-    use kube::api::{Api, ListParams};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
     let mut writes = tokio::time::interval(Duration::from_secs(1) / LOAD.writes_per_s);
     let mut lists = tokio::time::interval(Duration::from_secs(1) / LOAD.lists_per_s);
     // A busy apiserver may answer late: the load does not catch up in bursts, it stays at its rate.
     writes.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     lists.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let all: Api<ConfigMap> = Api::all(client.clone());
-    let (mut written, mut listed, mut errors, mut n) = (0u64, 0u64, 0u64, 0usize);
+    let slots = Arc::new(tokio::sync::Semaphore::new(LOAD_IN_FLIGHT));
+    let (written, listed, errors) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let mut n = 0usize;
     loop {
-        tokio::select! {
-            _ = stop.changed() => return (written, listed, errors),
-            _ = writes.tick() => {
-                n += 1;
+        let is_write = tokio::select! {
+            _ = stop.changed() => break,
+            _ = writes.tick() => true,
+            _ = lists.tick() => false,
+        };
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            break;
+        };
+        let client = client.clone();
+        let done = if is_write { &written } else { &listed }.clone();
+        let failed = errors.clone();
+        n += 1;
+        tokio::spawn(async move {
+            let ok = if is_write {
                 let body = json!({"data": {"n": n.to_string()}});
-                match patch::<ConfigMap>(&client, LOAD_NS, &format!("load-{}", n % LOAD_OBJECTS), body).await {
-                    Ok(()) => written += 1,
-                    Err(_) => errors += 1,
-                }
-            }
-            _ = lists.tick() => {
-                let mut params = ListParams::default().limit(500);
-                loop {
-                    match all.list(&params).await {
-                        Ok(page) => match page.metadata.continue_.filter(|t| !t.is_empty()) {
-                            Some(token) => params = params.continue_token(&token),
-                            None => {
-                                listed += 1;
-                                break;
-                            }
-                        },
-                        Err(_) => {
-                            errors += 1;
-                            break;
-                        }
-                    }
-                }
-            }
+                let name = format!("load-{}", n % LOAD_OBJECTS);
+                patch::<ConfigMap>(&client, LOAD_NS, &name, body).await.is_ok()
+            } else {
+                list_every_config_map(&client).await.is_ok()
+            };
+            let counter = if ok { done } else { failed };
+            counter.fetch_add(1, Ordering::Relaxed);
+            drop(slot);
+        });
+    }
+    let done = |c: &Arc<AtomicU64>| c.load(Ordering::Relaxed);
+    (done(&written), done(&listed), done(&errors))
+}
+
+/// One LIST of every ConfigMap in the cluster, page by page (500 a page, as client-go lists).
+async fn list_every_config_map(client: &Client) -> Result<(), kube::Error> {
+    use kube::api::ListParams;
+    use kube::core::{ListMeta, Request};
+    #[derive(Deserialize)]
+    struct Page {
+        metadata: ListMeta,
+    }
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let request = Request::new("/api/v1/configmaps")
+            .list(&params)
+            .map_err(kube::Error::BuildRequest)?;
+        let text = client.request_text(request).await?;
+        let page: Page = serde_json::from_str(&text).map_err(kube::Error::SerdeError)?;
+        match page.metadata.continue_.filter(|t| !t.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(()),
         }
     }
 }
@@ -216,25 +387,37 @@ pub(crate) async fn spread_and_fan_out(
         let j = k % sizes.deployments.max(1);
         let ns = format!("bench-{}", j % sizes.namespaces);
         changes.drain();
-        let kind = if k % 2 == 0 {
-            let body = json!({"data": {"app.conf": format!("{pass}{}", k + 1)}});
-            patch::<ConfigMap>(client, &ns, &format!("cfg-{j}"), body).await?;
-            "configmap"
+        let sent = Timestamp::now();
+        let (kind, name) = if k % 2 == 0 {
+            let (name, body) = (
+                format!("cfg-{j}"),
+                json!({"data": {"app.conf": format!("{pass}{}", k + 1)}}),
+            );
+            patch::<ConfigMap>(client, &ns, &name, body).await?;
+            ("configmap", name)
         } else {
-            let body = json!({"stringData": {"password": format!("{pass}{}", k + 1)}});
-            patch::<Secret>(client, &ns, &format!("sec-{j}"), body).await?;
-            "secret"
+            let (name, body) = (
+                format!("sec-{j}"),
+                json!({"stringData": {"password": format!("{pass}{}", k + 1)}}),
+            );
+            patch::<Secret>(client, &ns, &name, body).await?;
+            ("secret", name)
         };
         let t0 = Instant::now();
+        let workload = format!("app-{j}");
         let seen = changes
             .wait_for(
-                &format!("{ns}/app-{j}"),
+                &format!("{ns}/{workload}"),
                 sizes.limits.limit(Duration::from_secs(30)),
             )
             .await;
         samples.push(LatencySample {
             kind: kind.to_string(),
             ms: seen.map(|at| at.saturating_duration_since(t0).as_secs_f64() * 1000.0),
+            steps: None,
+            sent: Some(sent),
+            object: (ns, name),
+            workload,
         });
     }
     // A late duplicate write still counts; this is the window the cost is read over, not a wait.
@@ -315,6 +498,7 @@ fn percentiles(samples: Vec<LatencySample>) -> Latency {
         max_ms: at(1.0),
         missed: samples.len() - s.len(),
         samples,
+        steps: None,
     }
 }
 
@@ -328,10 +512,12 @@ mod tests {
             .map(|ms| LatencySample {
                 kind: "secret".into(),
                 ms: Some(ms as f64),
+                ..Default::default()
             })
             .chain(std::iter::once(LatencySample {
                 kind: "configmap".into(),
                 ms: None,
+                ..Default::default()
             }))
             .collect();
         let l = percentiles(samples);
@@ -340,5 +526,66 @@ mod tests {
             (50.0, 90.0, 99.0, 100.0)
         );
         assert_eq!((l.missed, l.samples.len()), (1, 101));
+    }
+
+    #[test]
+    fn steps_are_read_from_the_bench_update_the_controllers_read_and_its_workload_write() {
+        let at = |ms: u32| -> Timestamp { format!("2026-11-28T10:00:00.{ms:03}Z").parse().unwrap() };
+        let request = |user: &str, verb: &str, resource: &str, name: &str, from: u32, to: u32| Request {
+            user: user.into(),
+            verb: verb.into(),
+            resource: resource.into(),
+            namespace: "bench-0".into(),
+            name: name.into(),
+            received: at(from),
+            completed: at(to),
+        };
+        let requests = vec![
+            // An earlier read of the same object is not this update's.
+            request("bench-wave", "get", "configmaps", "cfg-0", 90, 91),
+            request("admin", "patch", "configmaps", "cfg-0", 100, 104),
+            // Another user's read and another object's are not the controller's.
+            request("admin", "get", "configmaps", "cfg-0", 105, 106),
+            request("bench-wave", "get", "configmaps", "cfg-1", 106, 107),
+            request("bench-wave", "get", "configmaps", "cfg-0", 110, 112),
+            request("bench-wave", "patch", "deployments", "app-1", 113, 114),
+            request("bench-wave", "patch", "deployments", "app-0", 115, 119),
+            // A controller that reads from its cache: no read.
+            request("admin", "patch", "secrets", "sec-0", 200, 201),
+            request("bench-wave", "update", "deployments", "app-0", 230, 240),
+        ];
+        let sample = |kind: &str, name: &str, sent: u32, ms: f64| LatencySample {
+            kind: kind.into(),
+            ms: Some(ms),
+            sent: Some(at(sent)),
+            object: ("bench-0".into(), name.into()),
+            workload: "app-0".into(),
+            ..Default::default()
+        };
+        let mut s1 = percentiles(vec![
+            sample("configmap", "cfg-0", 95, 20.0),
+            sample("secret", "sec-0", 199, 42.0),
+        ]);
+        profile_steps(&mut s1, &requests, "bench-wave");
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-6);
+        let first = s1.samples[0].steps.clone().expect("profiled");
+        assert!(
+            close(first.to_read_ms, 6.0) && close(first.read_ms, 2.0),
+            "{first:?}"
+        );
+        assert!(close(Some(first.to_write_ms), 3.0) && close(Some(first.write_ms), 4.0));
+        assert!(
+            close(Some(first.to_seen_ms), 5.0),
+            "20 ms in all, 15 of them until the write completed"
+        );
+        let second = s1.samples[1].steps.clone().expect("profiled");
+        assert_eq!((second.to_read_ms, second.read_ms), (None, None));
+        assert!(close(Some(second.to_write_ms), 29.0) && close(Some(second.to_seen_ms), 3.0));
+        let profile = s1.steps.expect("a profile");
+        assert_eq!((profile.profiled, profile.read), (2, 1));
+        assert!(
+            (profile.write.tail_mean_ms - 10.0).abs() < 1e-6,
+            "the slowest tenth is the second update"
+        );
     }
 }

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::apiserver::{self, ApiserverRestart};
 use super::bad_config::{self, BadConfig};
 use super::churn::{Storm, churn};
-use super::latency::{self, FanOut, Latency, UnderLoad, spread_and_fan_out};
+use super::latency::{self, FanOut, Latency, StepFigure, UnderLoad, spread_and_fan_out};
 use super::memory::{self, ApiCost, Memory, Restart, idle_window};
 use crate::harness::audit;
 use crate::harness::controller::{Profile, Running};
@@ -220,7 +220,8 @@ impl Round<'_> {
     async fn spread(&mut self) -> Result<(), Error> {
         let session = &self.session;
         let cost = |from, to| session.cost(from, to);
-        let spread = spread_and_fan_out(
+        let from = Timestamp::now();
+        let mut spread = spread_and_fan_out(
             &self.sizes.spread(),
             &session.client,
             &mut self.changes,
@@ -228,6 +229,7 @@ impl Round<'_> {
             "v",
         )
         .await?;
+        profile_steps(session, &mut spread.s1, from);
         let r = &mut self.result;
         r.s4.per_change_requests = spread.per_change_requests;
         r.s4.per_change_workload_writes = spread.per_change_workload_writes;
@@ -247,14 +249,16 @@ impl Round<'_> {
             ..self.sizes.spread()
         };
         let cost = |from, to| session.cost(from, to);
-        let t0 = Instant::now();
+        let (t0, from) = (Instant::now(), Timestamp::now());
         let spread = spread_and_fan_out(&sizes, &session.client, &mut self.changes, &cost, "l").await;
         let elapsed = t0.elapsed().as_secs_f64().max(f64::EPSILON);
         let _ = stop.send(true);
         let (written, listed, errors) = load.await.map_err(|e| format!("the load task: {e}"))?;
         latency::remove_load(&session.client).await?;
+        let mut s1 = spread?.s1;
+        profile_steps(session, &mut s1, from);
         let under_load = UnderLoad {
-            s1: spread?.s1,
+            s1,
             writes_per_s: latency::LOAD.writes_per_s,
             lists_per_s: latency::LOAD.lists_per_s,
             writes_done_per_s: written as f64 / elapsed,
@@ -503,4 +507,21 @@ async fn start_and_write_pending(
         ));
     }
     Ok(running)
+}
+
+/// Fills `s1`'s steps from the audit log's requests since `from`, and prints them.
+fn profile_steps(session: &Session, s1: &mut Latency, from: Timestamp) {
+    latency::profile_steps(s1, &audit::completed(&session.audit_log, from), &session.user);
+    if let Some(p) = &s1.steps {
+        let f = |x: &StepFigure| format!("{:.1}/{:.1}/{:.1}", x.p50_ms, x.p99_ms, x.tail_mean_ms);
+        eprintln!(
+            "  steps (p50/p99/tail mean ms, {} of them read): to read {}, read {}, to write {}, write {}, to seen {}",
+            p.read,
+            f(&p.to_read),
+            f(&p.read_step),
+            f(&p.to_write),
+            f(&p.write),
+            f(&p.to_seen)
+        );
+    }
 }
