@@ -103,11 +103,36 @@ async fn at_start_up_a_namespace_of_many_referenced_configmaps_is_read_with_list
         "each referenced Secret is read on its own (a LIST would read the Helm release's data too)"
     );
 
-    // A change after start-up is read on its own, as before.
+    // After start-up, a ConfigMap's change comes with its watch event, and a Secret's is one GET. A
+    // ConfigMap nobody references is not kept: its change comes first on the same watch, so it was
+    // handled by the time the referenced one's hash changed.
+    let cached = || wave.metric("wave_cached_config_objects", &[]);
+    assert_eq!(cached(), 2.0 * n as f64, "every referenced ConfigMap and Secret");
+    create_configmap(&client, &ns, "unreferenced", json!({"level": "a"})).await;
+    patch_configmap(&client, &ns, "unreferenced", json!({"data": {"level": "b"}})).await;
     let before = hash_of(&client, &ns, WorkloadKind::DEPLOYMENT, "app-0").await;
     patch_configmap(&client, &ns, "app-0", json!({"data": {"level": "changed"}})).await;
-    wait_hash_change(&client, &ns, WorkloadKind::DEPLOYMENT, "app-0", before.as_deref()).await;
-    assert_eq!(gets("ConfigMap"), 1.0, "the changed ConfigMap, once");
+    let after = wait_hash_change(&client, &ns, WorkloadKind::DEPLOYMENT, "app-0", before.as_deref()).await;
+    assert_eq!(
+        after,
+        desired_hash(&kubeconfig, &ns, WorkloadKind::DEPLOYMENT, "app-0"),
+        "the hash of the changed ConfigMap, as its watch event carried it"
+    );
+    assert_eq!(gets("ConfigMap"), 0.0, "no GET for the changed ConfigMap");
+    assert_eq!(
+        cached(),
+        2.0 * n as f64,
+        "the unreferenced ConfigMap's data was dropped"
+    );
+    patch_secret(
+        &client,
+        &ns,
+        "app-0",
+        json!({"stringData": {"password": "changed"}}),
+    )
+    .await;
+    wait_hash_change(&client, &ns, WorkloadKind::DEPLOYMENT, "app-0", Some(&after)).await;
+    assert_eq!(gets("Secret"), n as f64 + 1.0, "the changed Secret, with one GET");
 }
 
 #[tokio::test]

@@ -85,7 +85,8 @@ pub struct LatencySample {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Steps {
     /// From the update's completion to the arrival of the controller's read: the watch event's
-    /// delivery, and the controller's own work until it asks.
+    /// delivery, and the controller's own work until it asks (below 0 when the watch delivered the
+    /// update before the apiserver had finished answering it).
     pub to_read_ms: Option<f64>,
     /// The read, in the apiserver.
     pub read_ms: Option<f64>,
@@ -144,7 +145,9 @@ pub fn profile_steps(s1: &mut Latency, requests: &[Request], controller: &str) {
         else {
             continue;
         };
-        let after = |r: &&Request| r.user == controller && r.received >= update.completed;
+        // The watch may deliver the update before the apiserver has finished answering it: what the
+        // controller sends after the update arrived is its answer to it (the one before was done).
+        let after = |r: &&Request| r.user == controller && r.received >= update.received;
         let Some(write) = requests.iter().filter(after).find(|r| {
             matches!(r.verb.as_str(), "patch" | "update")
                 && r.resource == "deployments"
@@ -586,6 +589,40 @@ mod tests {
         assert!(
             (profile.write.tail_mean_ms - 10.0).abs() < 1e-6,
             "the slowest tenth is the second update"
+        );
+    }
+
+    #[test]
+    fn a_read_sent_before_the_apiserver_finished_answering_the_update_is_its_read() {
+        let at = |ms: u32| -> Timestamp { format!("2026-11-28T10:00:00.{ms:03}Z").parse().unwrap() };
+        let request = |user: &str, verb: &str, resource: &str, name: &str, from: u32, to: u32| Request {
+            user: user.into(),
+            verb: verb.into(),
+            resource: resource.into(),
+            namespace: "bench-0".into(),
+            name: name.into(),
+            received: at(from),
+            completed: at(to),
+        };
+        let requests = vec![
+            request("admin", "patch", "secrets", "sec-0", 100, 110),
+            request("bench-wave", "get", "secrets", "sec-0", 108, 109),
+            request("bench-wave", "patch", "deployments", "app-0", 112, 120),
+        ];
+        let mut s1 = percentiles(vec![LatencySample {
+            kind: "secret".into(),
+            ms: Some(25.0),
+            sent: Some(at(99)),
+            object: ("bench-0".into(), "sec-0".into()),
+            workload: "app-0".into(),
+            ..Default::default()
+        }]);
+        profile_steps(&mut s1, &requests, "bench-wave");
+        let steps = s1.samples[0].steps.clone().expect("profiled");
+        assert_eq!((steps.to_read_ms, steps.read_ms), (Some(-2.0), Some(1.0)));
+        assert_eq!(
+            (steps.to_write_ms, steps.write_ms, steps.to_seen_ms),
+            (3.0, 8.0, 15.0)
         );
     }
 }

@@ -170,6 +170,15 @@ pub fn is_reloader_ignored(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1
         .is_some_and(|v| v == "true")
 }
 
+/// Whether a config object's metadata says `reloader.stakater.com/match: "true"` (what Reloader's
+/// `search` annotation on a workload looks for).
+pub fn is_reloader_match(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(names::reloader::MATCH))
+        .is_some_and(|v| v == "true")
+}
+
 /// Content of the referenced objects that exist. A key that is not here names an absent object.
 pub type Fetched = HashMap<ConfigKey, Arc<Content>>;
 

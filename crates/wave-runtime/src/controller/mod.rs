@@ -36,7 +36,7 @@ use wave_core::flap::FlapDetector;
 use wave_core::hash::Hashing;
 use wave_core::pace::Pacer;
 use wave_core::ratelimit::TokenBucket;
-use wave_core::tracker::{Change, Tracker};
+use wave_core::tracker::{Change, Event, Tracker};
 use wave_core::workload::WorkloadRef;
 
 use crate::config::Config;
@@ -52,6 +52,7 @@ use crate::state::content::ContentCache;
 use crate::state::workqueue::WorkQueue;
 use crate::state::{memory, pacing};
 use crate::{admin, api, lease, telemetry, webhook};
+use watch::Arrival;
 
 /// Runs the controller until SIGTERM/SIGINT (Ok) or until the lease is lost (Err).
 pub async fn run(config: Config) -> Result<(), RunError> {
@@ -228,7 +229,11 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         .await
         .map_err(RunError::Webhook)?;
     }
-    let changes = watch::changes(&client, &scopes, ctx.watch_health.clone(), &metrics);
+    let referenced: watch::Referenced = {
+        let ctx = ctx.clone();
+        Arc::new(move |key| ctx.tracker().index().is_referenced(key))
+    };
+    let changes = watch::changes(&client, &scopes, ctx.watch_health.clone(), &metrics, referenced);
     let live = &ctx.liveness;
     let (arrived, backlog) = tokio::sync::mpsc::channel(ROUTER_BACKLOG);
     live.spawn_essential("the watch reader", read(changes, arrived));
@@ -281,8 +286,8 @@ const ROUTER_BACKLOG: usize = 1024;
 
 /// Reads the watch events as they arrive and hands them to the router with the time each arrived.
 async fn read(
-    mut changes: BoxStream<'static, Change>,
-    to_router: tokio::sync::mpsc::Sender<(Instant, Change)>,
+    mut changes: BoxStream<'static, Arrival>,
+    to_router: tokio::sync::mpsc::Sender<(Instant, Arrival)>,
 ) {
     while let Some(change) = changes.next().await {
         if to_router.send((Instant::now(), change)).await.is_err() {
@@ -291,9 +296,18 @@ async fn read(
     }
 }
 
-/// Applies every watch event to the tracker and enqueues what it wakes.
-async fn route(ctx: Arc<Context>, mut changes: tokio::sync::mpsc::Receiver<(Instant, Change)>) {
-    while let Some((arrived, change)) = changes.recv().await {
+/// Applies every watch event to the tracker and enqueues what it wakes. Content an event carried is
+/// cached first, so that the reconcile it wakes finds it.
+async fn route(ctx: Arc<Context>, mut changes: tokio::sync::mpsc::Receiver<(Instant, Arrival)>) {
+    while let Some((arrived, Arrival { change, content })) = changes.recv().await {
+        if let (Some(content), Change::Config(_, Event::Apply(meta))) = (content, &change) {
+            ctx.content.keep(
+                meta.key.clone(),
+                meta.version.clone(),
+                Arc::new(content),
+                &ctx.tracker,
+            );
+        }
         let mut fx = {
             let mut tracker = ctx.tracker_mut();
             let fx = tracker.apply(change);

@@ -2,14 +2,21 @@
 //!
 //! ```text
 //! Api<DynamicObject> per workload kind ─watcher─► Workload (template and progress kept) ───┐
-//! Api<PartialObjectMeta<ConfigMap|Secret>> ─watcher─► ConfigMeta (key, uid, rv) ───────┼─► Change
+//! Api<ConfigMap> ─watcher─► ConfigMeta (key, uid, rv) [+ Content: an update of a referenced one] ┤
+//! Api<PartialObjectMeta<Secret>> ─watcher─► ConfigMeta (key, uid, rv) ──────────────────┼─► Arrival
 //! Api<PartialObjectMeta<Namespace>> (--namespace-selector) ─► NamespaceMeta (name, labels) ┤
 //! Api<DynamicObject> SecretProviderClassPodStatus (--enable-csi-integration) ─► ProviderStatus ┤
 //! Api<PartialObjectMeta<SecretProviderClass>> (--enable-csi-integration) ─► ClassMeta ────────┘
 //! ```
 //!
-//! ConfigMaps and Secrets are watched metadata-only: their values never cross the wire here, and each
-//! object costs a key and two short strings. Watch errors are items, not the end of a stream
+//! Secrets are watched metadata-only: their values never cross the wire here, and each one costs a key
+//! and two short strings; a referenced Secret's data is one GET when it changes. ConfigMaps hold no
+//! secrets, so they are watched whole: an update of a ConfigMap some opted-in workload references
+//! carries its content to the router, which caches it before the workload is woken, and the reconcile
+//! needs no GET (one round trip less per change, S1 and S4 in docs/benchmarks.md). Every other
+//! ConfigMap's data is dropped as soon as its event is read, so memory stays what the metadata costs;
+//! the initial list's and a relist's contents are dropped too (the start-up's bulk read caches what is
+//! referenced). Watch errors are items, not the end of a stream
 //! (kube-rs/kube#1615); the stream backs off and resumes, and the last error of each scope is kept for
 //! `/readyz` so a permission problem is visible instead of silent.
 //!
@@ -23,11 +30,12 @@ use std::time::Duration;
 
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-use kube::api::{DynamicObject, PartialObjectMeta};
+use kube::api::{DynamicObject, ObjectMeta, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
+use wave_core::hash::Content;
 use wave_core::refs::{ConfigKey, ConfigKind};
 use wave_core::tracker::{
     Change, ConfigMeta, Event, NamespaceMeta, ObjectVersion, Resource as Watched, Scope,
@@ -38,40 +46,82 @@ use crate::api::{self, describe as describe_error};
 use crate::metrics::{Metrics, ResourceLabel};
 use crate::state::health::{WatchHealth, describe};
 
+/// A watch event as the router takes it: the change, and for an update of a referenced ConfigMap, its
+/// content (see the module docs).
+pub struct Arrival {
+    pub change: Change,
+    pub content: Option<Content>,
+}
+
+impl From<Change> for Arrival {
+    fn from(change: Change) -> Self {
+        Arrival {
+            change,
+            content: None,
+        }
+    }
+}
+
+/// Whether some opted-in workload references a config object: whose content an update carries on.
+pub type Referenced = Arc<dyn Fn(&ConfigKey) -> bool + Send + Sync>;
+
 /// One merged stream of every scope's events.
 pub fn changes(
     client: &Client,
     scopes: &[Scope],
     health: Arc<WatchHealth>,
     metrics: &Metrics,
-) -> BoxStream<'static, Change> {
+    referenced: Referenced,
+) -> BoxStream<'static, Arrival> {
     let streams = scopes.iter().map(|scope| {
         let (h, m) = (health.clone(), metrics.clone());
         let ns = scope.namespace.as_deref();
         match scope.resource {
             Watched::Workload(kind) => {
                 let api = api::workload_api(client, kind, ns);
-                scoped(api, scope.clone(), h, m, workload_change(kind))
+                scoped(api, scope.clone(), h, m, move |scope, event| {
+                    Change::Workload(scope, event.map(|object| to_workload(kind, object))).into()
+                })
             }
             Watched::Config(ConfigKind::ConfigMap) => {
-                let api = api::scoped::<PartialObjectMeta<ConfigMap>>(client, ns);
-                scoped(api, scope.clone(), h, m, config_change(ConfigKind::ConfigMap))
+                let api = api::scoped::<ConfigMap>(client, ns);
+                let referenced = referenced.clone();
+                scoped(api, scope.clone(), h, m, move |scope, event| {
+                    let content = match &event {
+                        Event::Apply(cm) => Some(cm).filter(|cm| {
+                            let meta = &cm.metadata;
+                            let (ns, name) = (meta.namespace.as_deref(), meta.name.as_deref());
+                            let key = ConfigKey::new(
+                                ConfigKind::ConfigMap,
+                                ns.unwrap_or_default(),
+                                name.unwrap_or_default(),
+                            );
+                            referenced(&key)
+                        }),
+                        _ => None,
+                    }
+                    .map(Content::from_config_map);
+                    let change = config_change(ConfigKind::ConfigMap, scope, event.map(|cm| cm.metadata));
+                    Arrival { change, content }
+                })
             }
             Watched::Config(ConfigKind::Secret) => {
                 let api = api::scoped::<PartialObjectMeta<Secret>>(client, ns);
-                scoped(api, scope.clone(), h, m, config_change(ConfigKind::Secret))
+                scoped(api, scope.clone(), h, m, |scope, event| {
+                    config_change(ConfigKind::Secret, scope, event.map(|s| s.metadata)).into()
+                })
             }
             // Their annotations only; what they mounted comes from their pods' statuses (below).
             Watched::Config(ConfigKind::SecretProviderClass) => {
                 let api = api::provider_class_api(client, ns);
                 scoped(api, scope.clone(), h, m, |scope, event| {
-                    Change::ProviderClass(scope, event.map(to_class_meta))
+                    Change::ProviderClass(scope, event.map(to_class_meta)).into()
                 })
             }
             Watched::ProviderStatus => {
                 let api = api::provider_status_api(client, ns);
                 scoped(api, scope.clone(), h, m, |scope, event| {
-                    Change::ProviderStatus(scope, event.map(to_provider_status))
+                    Change::ProviderStatus(scope, event.map(to_provider_status)).into()
                 })
             }
             Watched::Namespace => {
@@ -84,6 +134,7 @@ pub fn changes(
                             labels: ns.metadata.labels.unwrap_or_default(),
                         }),
                     )
+                    .into()
                 })
             }
         }
@@ -96,8 +147,8 @@ fn scoped<K>(
     scope: Scope,
     health: Arc<WatchHealth>,
     metrics: Metrics,
-    to_change: impl Fn(Scope, Event<K>) -> Change + Send + 'static,
-) -> BoxStream<'static, Change>
+    to_change: impl Fn(Scope, Event<K>) -> Arrival + Send + 'static,
+) -> BoxStream<'static, Arrival>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Clone + Eq + Hash + Send + Sync,
@@ -165,11 +216,6 @@ fn from_watcher<K>(event: WatchEvent<K>) -> Event<K> {
     }
 }
 
-/// Workload events as the core's view.
-fn workload_change(kind: WorkloadKind) -> impl Fn(Scope, Event<DynamicObject>) -> Change {
-    move |scope, event| Change::Workload(scope, event.map(|object| to_workload(kind, object)))
-}
-
 /// An object whose pod template cannot be read becomes an inert view (see `Workload::unreadable`): it
 /// cannot be hashed, and the watch goes on for every other object.
 fn to_workload(kind: WorkloadKind, object: DynamicObject) -> Workload {
@@ -204,14 +250,9 @@ fn to_provider_status(object: DynamicObject) -> wave_core::reloader::ProviderSta
 /// What a SecretProviderClass's annotations ask of Reloader.
 fn to_class_meta(object: PartialObjectMeta<DynamicObject>) -> wave_core::reloader::ClassMeta {
     let meta = object.metadata;
-    let matched = meta
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(wave_core::names::reloader::MATCH))
-        .is_some_and(|v| v == "true");
     wave_core::reloader::ClassMeta {
         ignored: wave_core::hash::is_reloader_ignored(&meta),
-        matched,
+        matched: wave_core::hash::is_reloader_match(&meta),
         key: ConfigKey::new(
             ConfigKind::SecretProviderClass,
             meta.namespace.unwrap_or_default(),
@@ -220,42 +261,32 @@ fn to_class_meta(object: PartialObjectMeta<DynamicObject>) -> wave_core::reloade
     }
 }
 
-fn config_change<K>(kind: ConfigKind) -> impl Fn(Scope, Event<PartialObjectMeta<K>>) -> Change {
-    move |scope, event| {
-        Change::Config(
-            scope,
-            event.map(|obj| {
-                let meta = obj.metadata;
-                let ignored = wave_core::hash::is_ignored(&meta);
-                let reloader_match = meta
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(wave_core::names::reloader::MATCH))
-                    .is_some_and(|v| v == "true");
-                ConfigMeta {
-                    key: ConfigKey::new(
-                        kind,
-                        meta.namespace.unwrap_or_default(),
-                        meta.name.unwrap_or_default(),
-                    ),
-                    version: ObjectVersion {
-                        uid: meta.uid.unwrap_or_default(),
-                        resource_version: meta.resource_version.unwrap_or_default(),
-                    },
-                    ignored,
-                    reloader_match,
-                    labels: meta.labels.clone().unwrap_or_default(),
-                    // Only the owner references Wave ≤ v0.6 could have written: the legacy cleanup
-                    // never looks at the others.
-                    owners: meta
-                        .owner_references
-                        .unwrap_or_default()
-                        .into_iter()
-                        .filter(wave_core::legacy::has_waves_shape)
-                        .map(|o| o.uid)
-                        .collect(),
-                }
-            }),
-        )
-    }
+/// A ConfigMap's or Secret's event as the tracker takes it.
+fn config_change(kind: ConfigKind, scope: Scope, event: Event<ObjectMeta>) -> Change {
+    Change::Config(
+        scope,
+        event.map(|meta| ConfigMeta {
+            ignored: wave_core::hash::is_ignored(&meta),
+            reloader_match: wave_core::hash::is_reloader_match(&meta),
+            key: ConfigKey::new(
+                kind,
+                meta.namespace.unwrap_or_default(),
+                meta.name.unwrap_or_default(),
+            ),
+            version: ObjectVersion {
+                uid: meta.uid.unwrap_or_default(),
+                resource_version: meta.resource_version.unwrap_or_default(),
+            },
+            labels: meta.labels.unwrap_or_default(),
+            // Only the owner references Wave ≤ v0.6 could have written: the legacy cleanup never
+            // looks at the others.
+            owners: meta
+                .owner_references
+                .unwrap_or_default()
+                .into_iter()
+                .filter(wave_core::legacy::has_waves_shape)
+                .map(|o| o.uid)
+                .collect(),
+        }),
+    )
 }

@@ -31,7 +31,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use kube::Client;
-use kube::api::ObjectMeta;
 
 use wave_core::hash::{Content, Fetched};
 use wave_core::refs::{ConfigKey, ConfigKind, References};
@@ -142,7 +141,7 @@ impl ContentCache {
                     meta.namespace.clone().unwrap_or_default(),
                     meta.name.clone().unwrap_or_default(),
                 );
-                if self.keep(key, meta, Arc::new(content), tracker) {
+                if self.keep(key, ObjectVersion::of(&meta), Arc::new(content), tracker) {
                     cached += 1;
                 }
             })
@@ -189,23 +188,23 @@ impl ContentCache {
         };
         let content = Arc::new(content);
         let version = ObjectVersion::of(&meta);
-        self.keep(key.clone(), meta, content.clone(), tracker);
+        self.keep(key.clone(), version.clone(), content.clone(), tracker);
         Ok(Some((version, content)))
     }
 
-    /// Caches `content` read at `meta`'s version, only while someone still references the object, so
-    /// that a read racing an eviction cannot leave an entry behind. Whether it was cached.
-    fn keep(
+    /// Caches `content` read at `version` (by a GET, a LIST, or from a watch event), only while someone
+    /// still references the object, so that a read racing an eviction cannot leave an entry behind.
+    /// Whether it was cached.
+    pub fn keep(
         &self,
         key: ConfigKey,
-        meta: ObjectMeta,
+        version: ObjectVersion,
         content: Arc<Content>,
         tracker: &RwLock<Tracker>,
     ) -> bool {
         if !read(tracker).index().is_referenced(&key) {
             return false;
         }
-        let version = ObjectVersion::of(&meta);
         let mut entries = self.entries();
         let changed = entries
             .get(&key)
