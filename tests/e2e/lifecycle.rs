@@ -122,7 +122,7 @@ async fn at_start_up_a_namespace_of_many_referenced_configmaps_is_read_with_list
     assert_eq!(
         cached(),
         2.0 * n as f64,
-        "the unreferenced ConfigMap's data was dropped"
+        "the unreferenced ConfigMap's data was not kept"
     );
     patch_secret(
         &client,

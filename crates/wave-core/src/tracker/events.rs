@@ -116,6 +116,17 @@ impl ObjectVersion {
             resource_version: meta.resource_version.clone().unwrap_or_default(),
         }
     }
+
+    /// Whether this is an earlier version of the same object than `other`: same uid, and a lower
+    /// resourceVersion. Two reads of one object may answer out of order (a GET from the watch cache, a
+    /// watch event, a LIST); the later answer must not replace the newer content.
+    // NOTE: resourceVersions are opaque strings to clients
+    // (https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions); etcd's are
+    // integers, and only two that both parse as integers are compared. Anything else is never older.
+    pub fn is_older_than(&self, other: &ObjectVersion) -> bool {
+        let number = |v: &ObjectVersion| v.resource_version.parse::<u64>().ok();
+        self.uid == other.uid && matches!((number(self), number(other)), (Some(a), Some(b)) if a < b)
+    }
 }
 
 /// Metadata of one config object.
@@ -184,4 +195,35 @@ pub struct Effects {
     pub observed: Vec<WorkloadRef>,
     /// The tracker just became ready (every scope listed once).
     pub became_ready: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ObjectVersion;
+
+    fn version(uid: &str, resource_version: &str) -> ObjectVersion {
+        ObjectVersion {
+            uid: uid.into(),
+            resource_version: resource_version.into(),
+        }
+    }
+
+    #[test]
+    fn only_a_lower_numeric_resource_version_of_the_same_object_is_older() {
+        assert!(
+            version("a", "9").is_older_than(&version("a", "10")),
+            "numbers, not strings"
+        );
+        assert!(!version("a", "10").is_older_than(&version("a", "9")));
+        assert!(!version("a", "10").is_older_than(&version("a", "10")));
+        assert!(
+            !version("a", "9").is_older_than(&version("b", "10")),
+            "another object (re-created)"
+        );
+        assert!(
+            !version("a", "x9").is_older_than(&version("a", "10")),
+            "opaque: not comparable"
+        );
+        assert!(!version("a", "").is_older_than(&version("a", "10")));
+    }
 }

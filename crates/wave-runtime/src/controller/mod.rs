@@ -285,32 +285,39 @@ pub async fn run(config: Config) -> Result<(), RunError> {
 const ROUTER_BACKLOG: usize = 1024;
 
 /// Reads the watch events as they arrive and hands them to the router with the time each arrived.
+/// Content a ConfigMap's event carries rides along only while the backlog is less than half full: a
+/// router that falls behind never holds more than half the backlog in contents (each up to 1 MiB), and
+/// the reconciles those events wake read their content with a GET instead.
 async fn read(
     mut changes: BoxStream<'static, Arrival>,
     to_router: tokio::sync::mpsc::Sender<(Instant, Arrival)>,
 ) {
-    while let Some(change) = changes.next().await {
-        if to_router.send((Instant::now(), change)).await.is_err() {
+    while let Some(mut arrival) = changes.next().await {
+        if to_router.capacity() < ROUTER_BACKLOG / 2 {
+            arrival.content = None;
+        }
+        if to_router.send((Instant::now(), arrival)).await.is_err() {
             return;
         }
     }
 }
 
 /// Applies every watch event to the tracker and enqueues what it wakes. Content an event carried is
-/// cached first, so that the reconcile it wakes finds it.
+/// cached under the same lock, so that the reconciles it wakes find it at the version they see.
 async fn route(ctx: Arc<Context>, mut changes: tokio::sync::mpsc::Receiver<(Instant, Arrival)>) {
     while let Some((arrived, Arrival { change, content })) = changes.recv().await {
-        if let (Some(content), Change::Config(_, Event::Apply(meta))) = (content, &change) {
-            ctx.content.keep(
-                meta.key.clone(),
-                meta.version.clone(),
-                Arc::new(content),
-                &ctx.tracker,
-            );
-        }
+        let carried = match (content, &change) {
+            (Some(content), Change::Config(_, Event::Apply(meta))) => {
+                Some((meta.key.clone(), meta.version.clone(), content))
+            }
+            _ => None,
+        };
         let mut fx = {
             let mut tracker = ctx.tracker_mut();
             let fx = tracker.apply(change);
+            if let Some((key, version, content)) = carried {
+                ctx.content.keep_watched(key, version, content, &tracker);
+            }
             ctx.metrics
                 .tracked_workloads
                 .set(tracker.index().workload_count() as i64);

@@ -16,7 +16,9 @@
 //! needs no GET (one round trip less per change, S1 and S4 in docs/benchmarks.md). Every other
 //! ConfigMap's data is dropped as soon as its event is read, so memory stays what the metadata costs;
 //! the initial list's and a relist's contents are dropped too (the start-up's bulk read caches what is
-//! referenced). Watch errors are items, not the end of a stream
+//! referenced). A list page of ConfigMaps is the bulk read's (100 objects), since each may hold 1 MiB;
+//! `controller::read` drops contents while the router's backlog is half full. Watch errors are items,
+//! not the end of a stream
 //! (kube-rs/kube#1615); the stream backs off and resumes, and the last error of each scope is kept for
 //! `/readyz` so a permission problem is visible instead of silent.
 //!
@@ -156,7 +158,12 @@ where
     let label = ResourceLabel {
         resource: scope.resource.as_str(),
     };
-    watcher::watcher(api, watcher::Config::default().page_size(200))
+    // A page of whole ConfigMaps (up to 1 MiB each) is held at once: the start-up's bulk read's page.
+    let page = match scope.resource {
+        Watched::Config(ConfigKind::ConfigMap) => api::LIST_PAGE,
+        _ => WATCH_PAGE,
+    };
+    watcher::watcher(api, watcher::Config::default().page_size(page))
         .backoff(watch_backoff())
         .filter_map(move |result| {
             let out = match result {
@@ -185,6 +192,9 @@ where
         })
         .boxed()
 }
+
+/// Objects per page of a watch's list (metadata, or workloads' templates), but for ConfigMaps.
+const WATCH_PAGE: u32 = 200;
 
 /// The first retry after a watch error.
 pub const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(200);

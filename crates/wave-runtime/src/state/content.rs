@@ -192,26 +192,46 @@ impl ContentCache {
         Ok(Some((version, content)))
     }
 
-    /// Caches `content` read at `version` (by a GET, a LIST, or from a watch event), only while someone
-    /// still references the object, so that a read racing an eviction cannot leave an entry behind.
-    /// Whether it was cached.
-    pub fn keep(
+    /// Caches `content` read at `version` (by a GET or a LIST), only while someone still references the
+    /// object, so that a read racing an eviction cannot leave an entry behind. Whether it was cached.
+    fn keep(
         &self,
         key: ConfigKey,
         version: ObjectVersion,
         content: Arc<Content>,
         tracker: &RwLock<Tracker>,
     ) -> bool {
-        if !read(tracker).index().is_referenced(&key) {
-            return false;
-        }
+        let referenced = read(tracker).index().is_referenced(&key);
+        referenced && self.insert(key, version, content)
+    }
+
+    /// Caches the content a watch event carried, called by the router under the tracker's write lock
+    /// right after it applied that event: only if the tracker now holds exactly this version of a
+    /// referenced object (not in an ignored namespace, not gone by now). A reconcile reads the tracker
+    /// and the cache after the lock is released, so it finds both at the new version, and needs no GET.
+    pub fn keep_watched(
+        &self,
+        key: ConfigKey,
+        version: ObjectVersion,
+        content: Content,
+        tracker: &Tracker,
+    ) -> bool {
+        let current = tracker.config(&key) == Some(&version) && tracker.index().is_referenced(&key);
+        current && self.insert(key, version, Arc::new(content))
+    }
+
+    /// Caches `content` unless a newer version of the object is cached already (two reads may answer
+    /// out of order), and notes a data change when it replaces an older version with other data.
+    fn insert(&self, key: ConfigKey, version: ObjectVersion, content: Arc<Content>) -> bool {
         let mut entries = self.entries();
-        let changed = entries
-            .get(&key)
-            .is_some_and(|old| old.version != version && old.content.as_ref() != content.as_ref());
-        if changed {
-            let mut changes = self.data_changes.lock().unwrap_or_else(|e| e.into_inner());
-            changes.push((key.clone(), Instant::now()));
+        if let Some(old) = entries.get(&key) {
+            if version.is_older_than(&old.version) {
+                return false;
+            }
+            if old.version != version && old.content.as_ref() != content.as_ref() {
+                let mut changes = self.data_changes.lock().unwrap_or_else(|e| e.into_inner());
+                changes.push((key.clone(), Instant::now()));
+            }
         }
         entries.insert(key, Entry { version, content });
         self.metrics.cached_config_objects.set(entries.len() as i64);
@@ -251,4 +271,62 @@ pub fn read(tracker: &RwLock<Tracker>) -> std::sync::RwLockReadGuard<'_, Tracker
 /// Write access to the tracker (see [`read`]).
 pub fn write(tracker: &RwLock<Tracker>) -> std::sync::RwLockWriteGuard<'_, Tracker> {
     tracker.write().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    fn cache() -> ContentCache {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let mut registry = prometheus_client::registry::Registry::default();
+        ContentCache::new(client, Metrics::new(&mut registry))
+    }
+
+    fn content(value: &str) -> Arc<Content> {
+        let cm: ConfigMap = serde_json::from_value(serde_json::json!({"data": {"k": value}})).unwrap();
+        Arc::new(Content::from_config_map(&cm))
+    }
+
+    fn version(resource_version: &str) -> ObjectVersion {
+        ObjectVersion {
+            uid: "u".into(),
+            resource_version: resource_version.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_late_read_never_replaces_a_newer_version_and_each_data_change_is_noted_once() {
+        let cache = cache();
+        let key = ConfigKey::new(ConfigKind::ConfigMap, "ns", "cfg");
+        let cached = |c: &ContentCache| {
+            c.entries()
+                .get(&key)
+                .map(|e| (e.version.clone(), e.content.clone()))
+        };
+        assert!(cache.insert(key.clone(), version("10"), content("a")));
+        assert!(
+            !cache.insert(key.clone(), version("9"), content("old")),
+            "an older answer arriving late"
+        );
+        assert_eq!(cached(&cache), Some((version("10"), content("a"))));
+        assert!(
+            cache.take_data_changes().is_empty(),
+            "the late read changed nothing"
+        );
+        assert!(cache.insert(key.clone(), version("11"), content("b")));
+        assert!(
+            cache.insert(key.clone(), version("11"), content("b")),
+            "the same version read twice"
+        );
+        assert_eq!(cache.take_data_changes().len(), 1, "one change, from a to b");
+        assert!(cache.insert(key.clone(), version("12"), content("b")));
+        assert!(
+            cache.take_data_changes().is_empty(),
+            "a new version with the same data is no change"
+        );
+    }
 }
