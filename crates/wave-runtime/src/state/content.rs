@@ -201,8 +201,10 @@ impl ContentCache {
         content: Arc<Content>,
         tracker: &RwLock<Tracker>,
     ) -> bool {
-        let referenced = read(tracker).index().is_referenced(&key);
-        referenced && self.insert(key, version, content)
+        // The read guard is held across the insert (lock order: tracker, then entries, as the router's),
+        // so an unreference cannot land between the check and the insert and leave an entry behind.
+        let tracker = read(tracker);
+        tracker.index().is_referenced(&key) && self.insert(key, version, content)
     }
 
     /// Caches the content a watch event carried, called by the router under the tracker's write lock
