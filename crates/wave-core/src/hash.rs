@@ -156,26 +156,25 @@ fn sorted(values: BTreeMap<String, Vec<u8>>) -> Box<[Value]> {
 
 /// Whether a ConfigMap's or Secret's metadata says `wave.pusher.com/ignore: "true"`.
 pub fn is_ignored(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
-    meta.annotations
-        .as_ref()
-        .and_then(|a| a.get(names::IGNORE))
-        .is_some_and(|v| v == "true")
+    annotation_is_true(meta, names::IGNORE)
 }
 
 /// Whether a ConfigMap's or Secret's metadata says `reloader.stakater.com/ignore: "true"`.
 pub fn is_reloader_ignored(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
-    meta.annotations
-        .as_ref()
-        .and_then(|a| a.get(names::reloader::IGNORE))
-        .is_some_and(|v| v == "true")
+    annotation_is_true(meta, names::reloader::IGNORE)
 }
 
 /// Whether a config object's metadata says `reloader.stakater.com/match: "true"` (what Reloader's
 /// `search` annotation on a workload looks for).
 pub fn is_reloader_match(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    annotation_is_true(meta, names::reloader::MATCH)
+}
+
+/// Whether the annotation `name` is exactly `"true"` (the only value Wave and Reloader honour).
+fn annotation_is_true(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, name: &str) -> bool {
     meta.annotations
         .as_ref()
-        .and_then(|a| a.get(names::reloader::MATCH))
+        .and_then(|a| a.get(name))
         .is_some_and(|v| v == "true")
 }
 

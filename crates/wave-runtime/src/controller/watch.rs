@@ -90,16 +90,9 @@ pub fn changes(
                 let referenced = referenced.clone();
                 scoped(api, scope.clone(), h, m, move |scope, event| {
                     let content = match &event {
-                        Event::Apply(cm) => Some(cm).filter(|cm| {
-                            let meta = &cm.metadata;
-                            let (ns, name) = (meta.namespace.as_deref(), meta.name.as_deref());
-                            let key = ConfigKey::new(
-                                ConfigKind::ConfigMap,
-                                ns.unwrap_or_default(),
-                                name.unwrap_or_default(),
-                            );
-                            referenced(&key)
-                        }),
+                        Event::Apply(cm) => {
+                            Some(cm).filter(|cm| referenced(&config_key(ConfigKind::ConfigMap, &cm.metadata)))
+                        }
                         _ => None,
                     }
                     .map(Content::from_config_map);
@@ -263,12 +256,17 @@ fn to_class_meta(object: PartialObjectMeta<DynamicObject>) -> wave_core::reloade
     wave_core::reloader::ClassMeta {
         ignored: wave_core::hash::is_reloader_ignored(&meta),
         matched: wave_core::hash::is_reloader_match(&meta),
-        key: ConfigKey::new(
-            ConfigKind::SecretProviderClass,
-            meta.namespace.unwrap_or_default(),
-            meta.name.unwrap_or_default(),
-        ),
+        key: config_key(ConfigKind::SecretProviderClass, &meta),
     }
+}
+
+/// The key an object's metadata names.
+fn config_key(kind: ConfigKind, meta: &ObjectMeta) -> ConfigKey {
+    ConfigKey::new(
+        kind,
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
 }
 
 /// A ConfigMap's or Secret's event as the tracker takes it.
@@ -278,11 +276,7 @@ fn config_change(kind: ConfigKind, scope: Scope, event: Event<ObjectMeta>) -> Ch
         event.map(|meta| ConfigMeta {
             ignored: wave_core::hash::is_ignored(&meta),
             reloader_match: wave_core::hash::is_reloader_match(&meta),
-            key: ConfigKey::new(
-                kind,
-                meta.namespace.unwrap_or_default(),
-                meta.name.unwrap_or_default(),
-            ),
+            key: config_key(kind, &meta),
             version: ObjectVersion {
                 uid: meta.uid.unwrap_or_default(),
                 resource_version: meta.resource_version.unwrap_or_default(),
