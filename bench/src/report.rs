@@ -200,6 +200,20 @@ impl Report {
                 if *name != "wave" {
                     continue;
                 }
+                let Some(own) = &r.s1.own else {
+                    return Err(format!("{at}: S1 without wave's own steps"));
+                };
+                let histograms = [
+                    ("router lag", &own.router_lag),
+                    ("queue wait", &own.queue_wait),
+                    ("reconcile", &own.reconcile),
+                    ("Secret GET", &own.secret_get),
+                    ("workload patch", &own.workload_patch),
+                    ("change to patch", &own.change_to_patch),
+                ];
+                if let Some((step, _)) = histograms.iter().find(|(_, h)| h.count == 0) {
+                    return Err(format!("{at}: wave's own {step} counted nothing over S1"));
+                }
                 if r.s5.workload_writes > 0 {
                     return Err(format!(
                         "{at}: {} workload writes on a restart with nothing changed",
@@ -841,12 +855,17 @@ fn versions(profiles: &[Profile]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::metrics;
     use crate::scenarios::churn::Storm;
-    use crate::scenarios::latency::{FanOut, Latency, LatencySample, UnderLoad};
+    use crate::scenarios::latency::{FanOut, Latency, LatencySample, OwnSteps, UnderLoad};
 
-    /// A report of one wave round that passes every smoke check: S1 all seen, S3 whole, no restart
-    /// write, one ReplicaSet per change at most.
+    /// A report of one wave round that passes every smoke check: S1 all seen with wave's own steps
+    /// counted, S3 whole, no restart write, one ReplicaSet per change at most.
     fn healthy() -> Report {
+        let counted = metrics::Spread {
+            count: 2,
+            ..Default::default()
+        };
         let r = ControllerResult {
             s1: Latency {
                 samples: vec![LatencySample {
@@ -854,6 +873,14 @@ mod tests {
                     ms: Some(10.0),
                     ..Default::default()
                 }],
+                own: Some(OwnSteps {
+                    router_lag: counted.clone(),
+                    queue_wait: counted.clone(),
+                    reconcile: counted.clone(),
+                    secret_get: counted.clone(),
+                    workload_patch: counted.clone(),
+                    change_to_patch: counted,
+                }),
                 ..Default::default()
             },
             s3: FanOut {
@@ -903,10 +930,17 @@ mod tests {
     }
 
     #[test]
-    fn the_smoke_check_fails_on_a_timeout_a_missed_update_a_partial_fan_out_a_restart_write_and_a_storm() {
+    fn the_smoke_check_fails_on_a_timeout_a_missed_update_or_own_step_a_partial_fan_out_a_restart_write_and_a_storm()
+     {
         type Break = fn(&mut ControllerResult);
-        let breaks: [(&str, Break); 8] = [
+        let breaks: [(&str, Break); 10] = [
             ("waits gave up: wave (round 1): S11", |r| r.s11.timed_out = true),
+            ("S1 without wave's own steps", |r| r.s1.own = None),
+            ("wave's own Secret GET counted nothing", |r| {
+                if let Some(own) = &mut r.s1.own {
+                    own.secret_get.count = 0;
+                }
+            }),
             ("S1 missed 1 updates", |r| {
                 r.s1.missed = 1;
             }),

@@ -7,11 +7,13 @@
 //! population  the objects every controller gets alike (S1's workloads, S3/S6/S7/S8's, the canaries)
 //! wait        template changes as they happen, the readiness probe, waits for a settled cluster
 //! audit       requests per user, verb and resource, from the apiserver's audit log
+//! metrics     wave's own histograms between two scrapes of its /metrics
 //! stats       medians, percentiles, peak and steady RSS
 //! ```
 
 pub mod audit;
 pub mod controller;
+pub mod metrics;
 pub mod population;
 pub mod session;
 pub mod stats;
@@ -40,4 +42,11 @@ impl Limits {
             full
         }
     }
+}
+
+/// serde_json writes a figure that was not measured (NaN), or an unbounded one, as `null`;
+/// `--combine` reads it back as NaN.
+pub fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    use serde::Deserialize;
+    Option::<f64>::deserialize(d).map(|v| v.unwrap_or(f64::NAN))
 }

@@ -137,7 +137,7 @@ async fn run_on(
         fanout: 0,
         limits: sizes.limits,
     };
-    let spread = spread_and_fan_out(&s1, client, &mut changes, &cost, "v").await?;
+    let spread = spread_and_fan_out(&s1, client, &mut changes, &cost, "v", latency::Probe::default()).await?;
     // At most one snapshot per hash each Deployment carried: its first, and one per update. A first hash
     // that an update replaced before wave kept its snapshot has none (docs/history.md, "When"), so the
     // wait ends when the count reaches that, or has not moved for 15 s.

@@ -24,6 +24,7 @@ use crate::harness::population::{FANOUT_NS, patch};
 use crate::harness::stats::quantile;
 use crate::harness::wait::TemplateChanges;
 use crate::harness::{Error, Limits};
+use crate::harness::{controller, metrics};
 
 /// What S1 and S3 change: S1's workloads (`app-j` in `bench-{j % namespaces}`), one update each in
 /// turn, and S3's Deployments.
@@ -57,6 +58,47 @@ pub struct Latency {
     /// Where the time went, step by step, from the audit log ([`profile_steps`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<StepProfile>,
+    /// wave's own histograms over the updates (wave only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own: Option<OwnSteps>,
+    /// The controller's CPU time (user and system) over the updates and the second after them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
+}
+
+/// wave's own histograms over S1's updates ([`crate::harness::metrics`]): where its share of each
+/// update went, inside the process, which the audit log cannot see. Counts cover every observation
+/// in the window, so the router's include the workload events that wave's own writes cause.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct OwnSteps {
+    /// `wave_watch_router_lag_seconds`: a watch event's arrival to the end of the router's handling.
+    pub router_lag: metrics::Spread,
+    /// `wave_workqueue_wait_seconds`: a workload's wait in the queue for a worker.
+    pub queue_wait: metrics::Spread,
+    /// `wave_reconcile_duration_seconds{kind="Deployment"}`: one reconcile, its reads and write included.
+    pub reconcile: metrics::Spread,
+    /// `wave_api_request_duration_seconds{verb="get",resource="secrets"}`, as wave's client saw it.
+    pub secret_get: metrics::Spread,
+    /// The same for `{verb="patch",resource="deployments"}`: the workload write.
+    pub workload_patch: metrics::Spread,
+    /// `wave_config_change_to_patch_seconds`: a config object's watch event to the workload's patch.
+    pub change_to_patch: metrics::Spread,
+}
+
+impl OwnSteps {
+    /// The histograms between two scrapes of wave's `/metrics`.
+    fn between(before: &str, after: &str) -> Self {
+        let spread = |name, labels: &[&str]| metrics::spread(before, after, name, labels);
+        let api = "wave_api_request_duration_seconds";
+        Self {
+            router_lag: spread("wave_watch_router_lag_seconds", &[]),
+            queue_wait: spread("wave_workqueue_wait_seconds", &[]),
+            reconcile: spread("wave_reconcile_duration_seconds", &["kind=\"Deployment\""]),
+            secret_get: spread(api, &["verb=\"get\"", "resource=\"secrets\""]),
+            workload_patch: spread(api, &["verb=\"patch\"", "resource=\"deployments\""]),
+            change_to_patch: spread("wave_config_change_to_patch_seconds", &[]),
+        }
+    }
 }
 
 /// One S1 update.
@@ -364,10 +406,29 @@ pub struct FanOut {
     pub refused_writes: u64,
     /// The wait ended before every Deployment changed: `changed` and `all_changed_ms` are partial.
     pub timed_out: bool,
+    /// The controller's CPU time (user and system) from the change until 2 s after the last template
+    /// changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
+}
+
+/// What S1 and S3 may read of the controller under test besides the apiserver.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Probe {
+    /// Its process, for its CPU time.
+    pub pid: Option<u32>,
+    /// The port of its `/metrics`, for wave's own histograms ([`OwnSteps`]).
+    pub wave_metrics: Option<u16>,
+}
+
+impl Probe {
+    fn cpu_seconds(&self) -> Option<f64> {
+        self.pid.and_then(controller::cpu_seconds)
+    }
 }
 
 /// S1 and S3 of one pass, with S4's per-change cost.
-pub(crate) struct Spread {
+pub(crate) struct Pass {
     pub s1: Latency,
     pub s3: FanOut,
     pub per_change_requests: f64,
@@ -382,8 +443,16 @@ pub(crate) async fn spread_and_fan_out(
     changes: &mut TemplateChanges,
     cost: &impl Fn(Timestamp, Timestamp) -> Counts,
     pass: &str,
-) -> Result<Spread, Error> {
+    probe: Probe,
+) -> Result<Pass, Error> {
     // S1.
+    let scrape = |port| {
+        metrics::scrape(port)
+            .inspect_err(|e| eprintln!("  S1 ({pass}): wave's own steps not read: {e}"))
+            .ok()
+    };
+    let before = probe.wave_metrics.and_then(scrape);
+    let cpu = probe.cpu_seconds();
     let from = Timestamp::now();
     let mut samples = Vec::new();
     for k in 0..sizes.updates {
@@ -426,17 +495,24 @@ pub(crate) async fn spread_and_fan_out(
     // A late duplicate write still counts; this is the window the cost is read over, not a wait.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let s1_cost = cost(from, Timestamp::now());
-    let s1 = percentiles(samples);
+    let mut s1 = percentiles(samples);
+    s1.cpu_seconds = probe.cpu_seconds().zip(cpu).map(|(after, before)| after - before);
+    if let (Some(before), Some(after)) = (before, probe.wave_metrics.and_then(scrape)) {
+        s1.own = Some(OwnSteps::between(&before, &after));
+    }
     eprintln!(
-        "  S1 ({pass}) p50 {:.1} ms p99 {:.1} ms, {} missed",
-        s1.p50_ms, s1.p99_ms, s1.missed
+        "  S1 ({pass}) p50 {:.1} ms p99 {:.1} ms, {} missed, {:.2} s CPU",
+        s1.p50_ms,
+        s1.p99_ms,
+        s1.missed,
+        s1.cpu_seconds.unwrap_or(f64::NAN)
     );
 
     let per_change_requests = audit::total(&s1_cost) as f64 / sizes.updates.max(1) as f64;
     let per_change_workload_writes = audit::workload_writes(&s1_cost) as f64 / sizes.updates.max(1) as f64;
     if sizes.fanout == 0 {
         // S10 and H1 measure S1 alone.
-        return Ok(Spread {
+        return Ok(Pass {
             s1,
             s3: FanOut::default(),
             per_change_requests,
@@ -446,6 +522,7 @@ pub(crate) async fn spread_and_fan_out(
 
     // S3.
     changes.drain();
+    let cpu = probe.cpu_seconds();
     let from = Timestamp::now();
     patch::<Secret>(
         client,
@@ -471,17 +548,22 @@ pub(crate) async fn spread_and_fan_out(
         workload_writes: 0,
         refused_writes: 0,
         timed_out: seen.len() < sizes.fanout,
+        cpu_seconds: None,
     };
     // Writes that land after the last template change still count.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let s3_cost = cost(from, Timestamp::now());
+    s3.cpu_seconds = probe.cpu_seconds().zip(cpu).map(|(after, before)| after - before);
     s3.workload_writes = audit::workload_writes(&s3_cost);
     s3.refused_writes = audit::refused_workload_writes(&s3_cost);
     eprintln!(
-        "  S3 ({pass}) {} of {} in {:.0} ms",
-        s3.changed, sizes.fanout, s3.all_changed_ms
+        "  S3 ({pass}) {} of {} in {:.0} ms, {:.2} s CPU",
+        s3.changed,
+        sizes.fanout,
+        s3.all_changed_ms,
+        s3.cpu_seconds.unwrap_or(f64::NAN)
     );
-    Ok(Spread {
+    Ok(Pass {
         s1,
         s3,
         per_change_requests,
@@ -501,7 +583,7 @@ fn percentiles(samples: Vec<LatencySample>) -> Latency {
         max_ms: at(1.0),
         missed: samples.len() - s.len(),
         samples,
-        steps: None,
+        ..Default::default()
     }
 }
 
@@ -531,10 +613,14 @@ mod tests {
         assert_eq!((l.missed, l.samples.len()), (1, 101));
     }
 
-    #[test]
-    fn steps_are_read_from_the_bench_update_the_controllers_read_and_its_workload_write() {
-        let at = |ms: u32| -> Timestamp { format!("2026-11-28T10:00:00.{ms:03}Z").parse().unwrap() };
-        let request = |user: &str, verb: &str, resource: &str, name: &str, from: u32, to: u32| Request {
+    /// A moment `ms` milliseconds into a fixed second, for audit records.
+    fn at(ms: u32) -> Timestamp {
+        format!("2026-11-28T10:00:00.{ms:03}Z").parse().unwrap()
+    }
+
+    /// An audit record of a request in `bench-0`, received and completed at those milliseconds.
+    fn request(user: &str, verb: &str, resource: &str, name: &str, from: u32, to: u32) -> Request {
+        Request {
             user: user.into(),
             verb: verb.into(),
             resource: resource.into(),
@@ -542,7 +628,11 @@ mod tests {
             name: name.into(),
             received: at(from),
             completed: at(to),
-        };
+        }
+    }
+
+    #[test]
+    fn steps_are_read_from_the_bench_update_the_controllers_read_and_its_workload_write() {
         let requests = vec![
             // An earlier read of the same object is not this update's.
             request("bench-wave", "get", "configmaps", "cfg-0", 90, 91),
@@ -594,16 +684,6 @@ mod tests {
 
     #[test]
     fn a_read_sent_before_the_apiserver_finished_answering_the_update_is_its_read() {
-        let at = |ms: u32| -> Timestamp { format!("2026-11-28T10:00:00.{ms:03}Z").parse().unwrap() };
-        let request = |user: &str, verb: &str, resource: &str, name: &str, from: u32, to: u32| Request {
-            user: user.into(),
-            verb: verb.into(),
-            resource: resource.into(),
-            namespace: "bench-0".into(),
-            name: name.into(),
-            received: at(from),
-            completed: at(to),
-        };
         let requests = vec![
             request("admin", "patch", "secrets", "sec-0", 100, 110),
             request("bench-wave", "get", "secrets", "sec-0", 108, 109),

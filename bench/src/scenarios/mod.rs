@@ -29,10 +29,9 @@ pub mod round;
 pub mod scale;
 
 use futures::future::LocalBoxFuture;
-use serde::Deserialize;
 
-use crate::harness::Error;
 use crate::harness::controller::Profile;
+use crate::harness::{Error, nan_if_null};
 
 pub use round::{ControllerResult, DefaultsPass};
 
@@ -385,11 +384,6 @@ fn round_scenarios(part: Option<Part>) -> impl Iterator<Item = (&'static str, ro
 /// The scenario named `id`.
 pub fn by_id(id: &str) -> Option<&'static Scenario> {
     REGISTRY.iter().find(|s| s.id == id)
-}
-
-/// serde_json writes a figure that was not measured (NaN) as `null`; `--combine` reads it back as NaN.
-fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    Option::<f64>::deserialize(d).map(|v| v.unwrap_or(f64::NAN))
 }
 
 #[cfg(test)]

@@ -12,9 +12,8 @@
 //! ```
 //!
 //! The histograms are wave's own (`wave_pacing_decision_seconds`, `wave_watch_router_lag_seconds`),
-//! read as the difference between the two scrapes, so they cover the change alone, not the start-up.
-//! Their quantiles are interpolated within buckets as Prometheus's `histogram_quantile` does; the
-//! maximum is the upper bound of the highest bucket that counted anything.
+//! read as the difference between the two scrapes ([`crate::harness::metrics`]), so they cover the
+//! change alone, not the start-up.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -29,6 +28,7 @@ use serde_json::json;
 
 use super::{Context, Figures};
 use crate::harness::controller::{self, Profile, Running};
+use crate::harness::metrics::{self, Spread};
 use crate::harness::population::{Population, S1Pods, create, patch, populate};
 use crate::harness::session::{Session, cluster_dir};
 use crate::harness::wait::{TemplateChanges, probe_ready, wait_all_hashed, wait_settled};
@@ -63,17 +63,6 @@ pub fn run_registered(ctx: &Context) -> LocalBoxFuture<'_, Result<Figures, Error
         let profile = ctx.profile("wave")?;
         run(&ctx.sizes.pacing, profile).await.map(Figures::PacingScale)
     })
-}
-
-/// Quantiles of one histogram over the change, in milliseconds.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Spread {
-    /// Observations counted.
-    pub count: u64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    /// The upper bound of the highest bucket that counted anything.
-    pub max_ms: f64,
 }
 
 /// One fan-out.
@@ -170,7 +159,7 @@ async fn at_fanout(
         all_rolled_s: f64::NAN,
         ..Default::default()
     };
-    let port = metrics_port(profile).ok_or("wave's profile names no --metrics-bind-address")?;
+    let port = metrics::port(profile).ok_or("wave's profile names no --metrics-bind-address")?;
     let mut changes = TemplateChanges::start(client).await?;
     let extra = [format!("--max-concurrent-rollouts={}", sizes.limit)];
     let mut running = Running::start_with(profile, &extra, &session.kubeconfig, &session.log)
@@ -185,7 +174,7 @@ async fn at_fanout(
         };
         wait_all_hashed(client, &all, sizes.limits).await?;
         wait_settled(client, None, sizes.limits).await?;
-        let before = scrape(port)?;
+        let before = metrics::scrape(port)?;
         changes.drain();
         let keys: HashSet<String> = (0..fanout).map(|k| format!("{NS}/paced-{k}")).collect();
         let t0 = Instant::now();
@@ -204,16 +193,11 @@ async fn at_fanout(
             .values()
             .map(|at| at.duration_since(t0).as_secs_f64())
             .fold(0.0, f64::max);
-        let after = scrape(port)?;
-        let spread = |name: &str, label: Option<&str>| {
-            quantiles(&delta(
-                &buckets(&before, name, label),
-                &buckets(&after, name, label),
-            ))
-        };
-        point.decide_event = spread("wave_pacing_decision_seconds", Some("at=\"event\""));
-        point.decide_admission = spread("wave_pacing_decision_seconds", Some("at=\"admission\""));
-        point.router_lag = spread("wave_watch_router_lag_seconds", None);
+        let after = metrics::scrape(port)?;
+        let spread = |name: &str, labels: &[&str]| metrics::spread(&before, &after, name, labels);
+        point.decide_event = spread("wave_pacing_decision_seconds", &["at=\"event\""]);
+        point.decide_admission = spread("wave_pacing_decision_seconds", &["at=\"admission\""]);
+        point.router_lag = spread("wave_watch_router_lag_seconds", &[]);
         wait_settled(client, Some(NS), sizes.limits).await?;
         point.all_rolled_s = t0.elapsed().as_secs_f64();
         Ok::<(), Error>(())
@@ -262,104 +246,6 @@ async fn create_fanout(client: &kube::Client, profile: &Profile, fanout: usize) 
     Ok(())
 }
 
-/// The port of wave's `/metrics`, from its profile's `--metrics-bind-address`.
-fn metrics_port(profile: &Profile) -> Option<u16> {
-    profile
-        .args
-        .iter()
-        .find_map(|a| a.strip_prefix("--metrics-bind-address="))
-        .and_then(|address| address.rsplit_once(':'))
-        .and_then(|(_, port)| port.parse().ok())
-}
-
-fn scrape(port: u16) -> Result<String, Error> {
-    match testenv::http_get(port, "/metrics") {
-        Some((200, body)) => Ok(body),
-        Some((status, _)) => Err(format!("wave's /metrics answered {status}")),
-        None => Err("wave's /metrics did not answer".into()),
-    }
-}
-
-/// The cumulative buckets (upper bound, count) of histogram `name` whose labels include `label`.
-fn buckets(text: &str, name: &str, label: Option<&str>) -> Vec<(f64, u64)> {
-    let prefix = format!("{name}_bucket{{");
-    let mut out: Vec<(f64, u64)> = text
-        .lines()
-        .filter_map(|line| {
-            let rest = line.strip_prefix(&prefix)?;
-            let (labels, value) = rest.split_once("} ")?;
-            if label.is_some_and(|l| !labels.split(',').any(|x| x == l)) {
-                return None;
-            }
-            let le = labels
-                .split(',')
-                .find_map(|x| x.strip_prefix("le="))?
-                .trim_matches('"');
-            let le = if le == "+Inf" {
-                f64::INFINITY
-            } else {
-                le.parse().ok()?
-            };
-            Some((le, value.trim().parse::<f64>().ok()? as u64))
-        })
-        .collect();
-    out.sort_by(|a, b| a.0.total_cmp(&b.0));
-    out
-}
-
-/// `after` less `before`, bucket by bucket (a histogram not yet in `before` counted nothing there).
-fn delta(before: &[(f64, u64)], after: &[(f64, u64)]) -> Vec<(f64, u64)> {
-    after
-        .iter()
-        .map(|&(le, n)| {
-            let was = before.iter().find(|(b, _)| *b == le).map_or(0, |(_, c)| *c);
-            (le, n.saturating_sub(was))
-        })
-        .collect()
-}
-
-/// p50, p99 and the maximum of cumulative buckets, in milliseconds.
-fn quantiles(cumulative: &[(f64, u64)]) -> Spread {
-    let count = cumulative.last().map_or(0, |(_, n)| *n);
-    if count == 0 {
-        return Spread::default();
-    }
-    let quantile = |q: f64| {
-        let rank = q * count as f64;
-        let mut lower = (0.0, 0u64);
-        for &(le, n) in cumulative {
-            if n as f64 >= rank {
-                if le.is_infinite() {
-                    return lower.0;
-                }
-                let within = (n - lower.1) as f64;
-                let share = if within > 0.0 {
-                    (rank - lower.1 as f64) / within
-                } else {
-                    1.0
-                };
-                return lower.0 + (le - lower.0) * share;
-            }
-            lower = (le, n);
-        }
-        lower.0
-    };
-    let mut max = 0.0;
-    let mut below = 0;
-    for &(le, n) in cumulative {
-        if n > below {
-            max = if le.is_infinite() { f64::INFINITY } else { le };
-        }
-        below = n;
-    }
-    Spread {
-        count,
-        p50_ms: quantile(0.5) * 1000.0,
-        p99_ms: quantile(0.99) * 1000.0,
-        max_ms: max * 1000.0,
-    }
-}
-
 impl PacingScale {
     /// Under `--smoke`: every fan-out completed.
     pub fn smoke_check(&self) -> Result<(), String> {
@@ -396,54 +282,5 @@ impl PacingScale {
             );
         }
         out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const BEFORE: &str = "# TYPE wave_pacing_decision_seconds histogram
-wave_pacing_decision_seconds_bucket{at=\"event\",le=\"0.001\"} 10
-wave_pacing_decision_seconds_bucket{at=\"event\",le=\"0.002\"} 10
-wave_pacing_decision_seconds_bucket{at=\"event\",le=\"+Inf\"} 10
-wave_pacing_decision_seconds_bucket{at=\"admission\",le=\"0.001\"} 1
-wave_pacing_decision_seconds_bucket{at=\"admission\",le=\"0.002\"} 1
-wave_pacing_decision_seconds_bucket{at=\"admission\",le=\"+Inf\"} 1
-";
-
-    const AFTER: &str = "wave_pacing_decision_seconds_bucket{at=\"event\",le=\"0.001\"} 60
-wave_pacing_decision_seconds_bucket{at=\"event\",le=\"0.002\"} 110
-wave_pacing_decision_seconds_bucket{at=\"event\",le=\"+Inf\"} 110
-wave_pacing_decision_seconds_bucket{at=\"admission\",le=\"0.001\"} 1
-wave_pacing_decision_seconds_bucket{at=\"admission\",le=\"0.002\"} 1
-wave_pacing_decision_seconds_bucket{at=\"admission\",le=\"+Inf\"} 1
-wave_watch_router_lag_seconds_bucket{le=\"0.001\"} 3
-wave_watch_router_lag_seconds_bucket{le=\"+Inf\"} 4
-";
-
-    #[test]
-    fn the_histograms_over_the_change_are_the_difference_of_two_scrapes() {
-        let name = "wave_pacing_decision_seconds";
-        let event = Some("at=\"event\"");
-        let d = delta(&buckets(BEFORE, name, event), &buckets(AFTER, name, event));
-        assert_eq!(d, [(0.001, 50), (0.002, 100), (f64::INFINITY, 100)]);
-        let s = quantiles(&d);
-        assert_eq!(s.count, 100);
-        assert!((s.p50_ms - 1.0).abs() < 1e-9, "{s:?}");
-        assert!((s.p99_ms - 1.98).abs() < 1e-9, "{s:?}");
-        assert!((s.max_ms - 2.0).abs() < 1e-9, "{s:?}");
-        let admission = Some("at=\"admission\"");
-        let none = delta(
-            &buckets(BEFORE, name, admission),
-            &buckets(AFTER, name, admission),
-        );
-        assert_eq!(quantiles(&none).count, 0, "nothing was decided over the change");
-        let lag = quantiles(&delta(
-            &[],
-            &buckets(AFTER, "wave_watch_router_lag_seconds", None),
-        ));
-        assert_eq!(lag.count, 4);
-        assert!(lag.max_ms.is_infinite(), "one past the last bound: unbounded");
     }
 }

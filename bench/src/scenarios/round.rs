@@ -26,13 +26,13 @@ use super::bad_config::{self, BadConfig};
 use super::churn::{Storm, churn};
 use super::latency::{self, FanOut, Latency, StepFigure, UnderLoad, spread_and_fan_out};
 use super::memory::{self, ApiCost, Memory, Restart, idle_window};
-use crate::harness::audit;
 use crate::harness::controller::{Profile, Running};
 use crate::harness::population::{FANOUT_NS, Population, S1Pods, fill_unreferenced, populate};
 use crate::harness::session::{Session, cluster_dir, keep_logs};
 use crate::harness::stats::steady_seconds;
 use crate::harness::wait::{TemplateChanges, probe_ready, wait_all_hashed, wait_settled};
 use crate::harness::{Error, Limits};
+use crate::harness::{audit, metrics};
 
 /// The defaults pass: the shipped burst of 100 writes refills in 100 s at 1 write per second (wave and
 /// Wave); the pass starts after this long without a template change.
@@ -199,6 +199,14 @@ impl Round<'_> {
         }
     }
 
+    /// What S1 and S3 read of the running controller: its CPU time, and wave's own histograms.
+    fn probe(&self) -> latency::Probe {
+        latency::Probe {
+            pid: self.running.as_ref().map(Running::pid),
+            wave_metrics: metrics::port(self.profile),
+        }
+    }
+
     /// S4 at startup: until the controller handles a change of each kind (and, for hashing
     /// controllers, has hashed every workload).
     async fn startup(&mut self) -> Result<(), Error> {
@@ -218,6 +226,7 @@ impl Round<'_> {
 
     /// S1 and S3, with S4's cost per change.
     async fn spread(&mut self) -> Result<(), Error> {
+        let probe = self.probe();
         let session = &self.session;
         let cost = |from, to| session.cost(from, to);
         let from = Timestamp::now();
@@ -227,6 +236,7 @@ impl Round<'_> {
             &mut self.changes,
             &cost,
             "v",
+            probe,
         )
         .await?;
         profile_steps(session, &mut spread.s1, from);
@@ -250,7 +260,8 @@ impl Round<'_> {
         };
         let cost = |from, to| session.cost(from, to);
         let (t0, from) = (Instant::now(), Timestamp::now());
-        let spread = spread_and_fan_out(&sizes, &session.client, &mut self.changes, &cost, "l").await;
+        let probe = self.probe();
+        let spread = spread_and_fan_out(&sizes, &session.client, &mut self.changes, &cost, "l", probe).await;
         let elapsed = t0.elapsed().as_secs_f64().max(f64::EPSILON);
         let _ = stop.send(true);
         let (written, listed, errors) = load.await.map_err(|e| format!("the load task: {e}"))?;
@@ -356,6 +367,7 @@ impl Round<'_> {
             .await
             .map_err(|e| format!("restarting at its defaults: {e}"))?;
             self.running = Some(running);
+            let probe = self.probe();
             let session = &self.session;
             let cost = |from, to| session.cost(from, to);
             let spread = spread_and_fan_out(
@@ -364,6 +376,7 @@ impl Round<'_> {
                 &mut self.changes,
                 &cost,
                 "d",
+                probe,
             )
             .await?;
             self.result.defaults = Some(DefaultsPass {
@@ -522,6 +535,18 @@ fn profile_steps(session: &Session, s1: &mut Latency, from: Timestamp) {
             f(&p.to_write),
             f(&p.write),
             f(&p.to_seen)
+        );
+    }
+    if let Some(own) = &s1.own {
+        let f = |x: &metrics::Spread| format!("{}× {:.1}/{:.1}/{:.0}", x.count, x.p50_ms, x.p99_ms, x.max_ms);
+        eprintln!(
+            "  wave's own (count, p50/p99/max ms): router {}, queue {}, reconcile {}, Secret GET {}, patch {}, change to patch {}",
+            f(&own.router_lag),
+            f(&own.queue_wait),
+            f(&own.reconcile),
+            f(&own.secret_get),
+            f(&own.workload_patch),
+            f(&own.change_to_patch)
         );
     }
 }

@@ -224,7 +224,15 @@ async fn measure(
         point.startup_requests = audit::total(&session.cost(started, Timestamp::now()));
         wait_settled(client, None, sizes.limits).await?;
         let cost = |from, to| session.cost(from, to);
-        let spread = spread_and_fan_out(&at.spread, client, &mut changes, &cost, "v").await?;
+        let spread = spread_and_fan_out(
+            &at.spread,
+            client,
+            &mut changes,
+            &cost,
+            "v",
+            latency::Probe::default(),
+        )
+        .await?;
         point.s1_p99_ms = spread.s1.p99_ms;
         point.s1_missed = spread.s1.missed;
         let memory = idle_window(&mut running, profile, at.idle, sizes.secret_kib).await?;
