@@ -454,12 +454,22 @@ impl Report {
         add("S1", "p99_ms".into(), &|r| r.s1.p99_ms);
         add("S1", "max_ms".into(), &|r| r.s1.max_ms);
         add("S1", "missed".into(), &|r| r.s1.missed as f64);
+        add("S1", "not_sent".into(), &|r| r.s1.not_sent as f64);
+        add("S1", "cpu_seconds".into(), &|r| {
+            r.s1.cpu_seconds.unwrap_or(f64::NAN)
+        });
         let loaded = |f: fn(&crate::scenarios::latency::UnderLoad) -> f64| {
             move |r: &ControllerResult| r.s1_under_load.as_ref().map_or(f64::NAN, f)
         };
         add("S1L", "p50_ms".into(), &loaded(|l| l.s1.p50_ms));
         add("S1L", "p99_ms".into(), &loaded(|l| l.s1.p99_ms));
         add("S1L", "missed".into(), &loaded(|l| l.s1.missed as f64));
+        add("S1L", "not_sent".into(), &loaded(|l| l.s1.not_sent as f64));
+        add(
+            "S1L",
+            "cpu_seconds".into(),
+            &loaded(|l| l.s1.cpu_seconds.unwrap_or(f64::NAN)),
+        );
         add(
             "S1L",
             "load_writes_per_s".into(),
@@ -490,6 +500,9 @@ impl Report {
         add("S3", "changed".into(), &|r| r.s3.changed as f64);
         add("S3", "workload_writes".into(), &|r| r.s3.workload_writes as f64);
         add("S3", "refused_writes".into(), &|r| r.s3.refused_writes as f64);
+        add("S3", "cpu_seconds".into(), &|r| {
+            r.s3.cpu_seconds.unwrap_or(f64::NAN)
+        });
         add("S4", "startup_requests".into(), &|r| r.s4.startup_requests as f64);
         add("S4", "per_change_requests".into(), &|r| r.s4.per_change_requests);
         add("S4", "per_change_workload_writes".into(), &|r| {
@@ -862,7 +875,7 @@ mod tests {
     /// A report of one wave round that passes every smoke check: S1 all seen with wave's own steps
     /// counted, S3 whole, no restart write, one ReplicaSet per change at most.
     fn healthy() -> Report {
-        let counted = metrics::Spread {
+        let counted = metrics::Quantiles {
             count: 2,
             ..Default::default()
         };

@@ -1,7 +1,8 @@
 //! wave's own histograms over a stretch of a scenario: two scrapes of its `/metrics`, before and
 //! after, and the quantiles of their difference, so that they cover that stretch alone and not the
 //! start-up. The quantiles are interpolated within buckets as Prometheus's `histogram_quantile` does;
-//! the maximum is the upper bound of the highest bucket that counted anything.
+//! the maximum is the upper bound of the highest bucket that counted anything. Beside them, where
+//! wave's `/metrics` is ([`port`]), how to read it ([`scrape`]) and a counter's sum ([`counter`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -10,7 +11,7 @@ use super::{Error, nan_if_null};
 
 /// Quantiles of one histogram over a stretch, in milliseconds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Spread {
+pub struct Quantiles {
     /// Observations counted.
     pub count: u64,
     #[serde(deserialize_with = "nan_if_null")]
@@ -24,8 +25,8 @@ pub struct Spread {
 }
 
 /// Histogram `name` (the series whose labels include every one of `labels`) between two scrapes.
-pub fn spread(before: &str, after: &str, name: &str, labels: &[&str]) -> Spread {
-    quantiles(&delta(
+pub fn between(before: &str, after: &str, name: &str, labels: &[&str]) -> Quantiles {
+    of_buckets(&delta(
         &buckets(before, name, labels),
         &buckets(after, name, labels),
     ))
@@ -48,6 +49,15 @@ pub fn scrape(port: u16) -> Result<String, Error> {
         Some((status, _)) => Err(format!("wave's /metrics answered {status}")),
         None => Err("wave's /metrics did not answer".into()),
     }
+}
+
+/// Counter `name`, summed over its labelled series.
+pub fn counter(text: &str, name: &str) -> f64 {
+    let prefix = format!("{name}{{");
+    text.lines()
+        .filter(|line| line.starts_with(&prefix))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// The cumulative buckets (upper bound, count) of histogram `name` whose labels include `labels`.
@@ -89,10 +99,10 @@ fn delta(before: &[(f64, u64)], after: &[(f64, u64)]) -> Vec<(f64, u64)> {
 }
 
 /// p50, p99 and the maximum of cumulative buckets, in milliseconds.
-fn quantiles(cumulative: &[(f64, u64)]) -> Spread {
+fn of_buckets(cumulative: &[(f64, u64)]) -> Quantiles {
     let count = cumulative.last().map_or(0, |(_, n)| *n);
     if count == 0 {
-        return Spread::default();
+        return Quantiles::default();
     }
     let quantile = |q: f64| {
         let rank = q * count as f64;
@@ -122,7 +132,7 @@ fn quantiles(cumulative: &[(f64, u64)]) -> Spread {
         }
         below = n;
     }
-    Spread {
+    Quantiles {
         count,
         p50_ms: quantile(0.5) * 1000.0,
         p99_ms: quantile(0.99) * 1000.0,
@@ -159,16 +169,27 @@ wave_watch_router_lag_seconds_bucket{le=\"+Inf\"} 4
         let event = &["at=\"event\""];
         let d = delta(&buckets(BEFORE, name, event), &buckets(AFTER, name, event));
         assert_eq!(d, [(0.001, 50), (0.002, 100), (f64::INFINITY, 100)]);
-        let s = spread(BEFORE, AFTER, name, event);
+        let s = between(BEFORE, AFTER, name, event);
         assert_eq!(s.count, 100);
         assert!((s.p50_ms - 1.0).abs() < 1e-9, "{s:?}");
         assert!((s.p99_ms - 1.98).abs() < 1e-9, "{s:?}");
         assert!((s.max_ms - 2.0).abs() < 1e-9, "{s:?}");
         let admission = &["at=\"admission\""];
-        let none = spread(BEFORE, AFTER, name, admission);
+        let none = between(BEFORE, AFTER, name, admission);
         assert_eq!(none.count, 0, "nothing was decided over the change");
-        let lag = spread(BEFORE, AFTER, "wave_watch_router_lag_seconds", &[]);
+        let lag = between(BEFORE, AFTER, "wave_watch_router_lag_seconds", &[]);
         assert_eq!(lag.count, 4);
         assert!(lag.max_ms.is_infinite(), "one past the last bound: unbounded");
+    }
+
+    #[test]
+    fn a_counter_is_summed_over_its_series_and_no_other_name() {
+        let text = "# TYPE wave_reconciles_total counter
+wave_reconciles_total{kind=\"Deployment\",result=\"write\"} 3
+wave_reconciles_total{kind=\"Deployment\",result=\"noop\"} 4
+wave_reconciles_total_other{kind=\"Deployment\"} 100
+";
+        assert_eq!(counter(text, "wave_reconciles_total"), 7.0);
+        assert_eq!(counter(text, "wave_absent_total"), 0.0);
     }
 }

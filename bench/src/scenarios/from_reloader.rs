@@ -241,9 +241,9 @@ async fn run_on(cluster: &testenv::Cluster, wave: &Profile, reloader: &Profile) 
         &log,
     )
     .map_err(|e| format!("starting wave: {e}"))?;
-    let metrics = super::migration::metrics_port(wave).ok_or("wave's profile has no metrics address")?;
+    let port = crate::harness::metrics::port(wave).ok_or("wave's profile has no metrics address")?;
     let deadline = Instant::now() + Duration::from_secs(300);
-    while super::migration::reconciles(metrics) < (WORKLOADS + JOBS + CSI) as f64 {
+    while super::migration::reconciles(port) < (WORKLOADS + JOBS + CSI) as f64 {
         if Instant::now() > deadline {
             return Err("wave did not reconcile every workload within 5 minutes".into());
         }

@@ -39,8 +39,11 @@ pub struct Sizes {
     pub limits: Limits,
 }
 
-/// S1's figures.
+/// Missed S1 updates of one kind in a row after which the rest of that kind are not sent, and count
+/// as missed.
+const GIVE_UP_AFTER_MISSES: usize = 5;
 
+/// S1's figures.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Latency {
     #[serde(deserialize_with = "nan_if_null")]
@@ -51,9 +54,13 @@ pub struct Latency {
     pub p99_ms: f64,
     #[serde(deserialize_with = "nan_if_null")]
     pub max_ms: f64,
-    /// Updates whose change never reached the template within 30 s.
+    /// Updates whose change never reached the template within 30 s, with those not sent (below).
     pub missed: usize,
-    /// Every update, in order: what changed and how long until the template changed.
+    /// Updates not sent, because the controller had missed [`GIVE_UP_AFTER_MISSES`] of their kind in
+    /// a row: a controller that far behind would make every one of them wait out its 30 s.
+    #[serde(default)]
+    pub not_sent: usize,
+    /// Every update sent, in order: what changed and how long until the template changed.
     pub samples: Vec<LatencySample>,
     /// Where the time went, step by step, from the audit log ([`profile_steps`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -68,35 +75,36 @@ pub struct Latency {
 
 /// wave's own histograms over S1's updates ([`crate::harness::metrics`]): where its share of each
 /// update went, inside the process, which the audit log cannot see. Counts cover every observation
-/// in the window, so the router's include the workload events that wave's own writes cause.
+/// in the window, so the router's include the workload events that wave's own writes cause, and
+/// under load (S1L) the events of the load client's unreferenced ConfigMaps as well.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct OwnSteps {
     /// `wave_watch_router_lag_seconds`: a watch event's arrival to the end of the router's handling.
-    pub router_lag: metrics::Spread,
+    pub router_lag: metrics::Quantiles,
     /// `wave_workqueue_wait_seconds`: a workload's wait in the queue for a worker.
-    pub queue_wait: metrics::Spread,
+    pub queue_wait: metrics::Quantiles,
     /// `wave_reconcile_duration_seconds{kind="Deployment"}`: one reconcile, its reads and write included.
-    pub reconcile: metrics::Spread,
+    pub reconcile: metrics::Quantiles,
     /// `wave_api_request_duration_seconds{verb="get",resource="secrets"}`, as wave's client saw it.
-    pub secret_get: metrics::Spread,
+    pub secret_get: metrics::Quantiles,
     /// The same for `{verb="patch",resource="deployments"}`: the workload write.
-    pub workload_patch: metrics::Spread,
+    pub workload_patch: metrics::Quantiles,
     /// `wave_config_change_to_patch_seconds`: a config object's watch event to the workload's patch.
-    pub change_to_patch: metrics::Spread,
+    pub change_to_patch: metrics::Quantiles,
 }
 
 impl OwnSteps {
     /// The histograms between two scrapes of wave's `/metrics`.
     fn between(before: &str, after: &str) -> Self {
-        let spread = |name, labels: &[&str]| metrics::spread(before, after, name, labels);
+        let of = |name, labels: &[&str]| metrics::between(before, after, name, labels);
         let api = "wave_api_request_duration_seconds";
         Self {
-            router_lag: spread("wave_watch_router_lag_seconds", &[]),
-            queue_wait: spread("wave_workqueue_wait_seconds", &[]),
-            reconcile: spread("wave_reconcile_duration_seconds", &["kind=\"Deployment\""]),
-            secret_get: spread(api, &["verb=\"get\"", "resource=\"secrets\""]),
-            workload_patch: spread(api, &["verb=\"patch\"", "resource=\"deployments\""]),
-            change_to_patch: spread("wave_config_change_to_patch_seconds", &[]),
+            router_lag: of("wave_watch_router_lag_seconds", &[]),
+            queue_wait: of("wave_workqueue_wait_seconds", &[]),
+            reconcile: of("wave_reconcile_duration_seconds", &["kind=\"Deployment\""]),
+            secret_get: of(api, &["verb=\"get\"", "resource=\"secrets\""]),
+            workload_patch: of(api, &["verb=\"patch\"", "resource=\"deployments\""]),
+            change_to_patch: of("wave_config_change_to_patch_seconds", &[]),
         }
     }
 }
@@ -422,8 +430,16 @@ pub struct Probe {
 }
 
 impl Probe {
+    /// Its CPU time so far, to pass to [`Probe::cpu_since`] at the end of a stretch.
     fn cpu_seconds(&self) -> Option<f64> {
         self.pid.and_then(controller::cpu_seconds)
+    }
+
+    /// Its CPU time since `before` (from [`Probe::cpu_seconds`]).
+    fn cpu_since(&self, before: Option<f64>) -> Option<f64> {
+        self.cpu_seconds()
+            .zip(before)
+            .map(|(after, before)| after - before)
     }
 }
 
@@ -454,26 +470,32 @@ pub(crate) async fn spread_and_fan_out(
     let before = probe.wave_metrics.and_then(scrape);
     let cpu = probe.cpu_seconds();
     let from = Timestamp::now();
-    let mut samples = Vec::new();
+    let mut samples: Vec<LatencySample> = Vec::new();
+    let mut not_sent = 0;
     for k in 0..sizes.updates {
+        let kind = if k % 2 == 0 { "configmap" } else { "secret" };
+        if gives_up(&samples, kind) {
+            not_sent += 1;
+            continue;
+        }
         let j = k % sizes.deployments.max(1);
         let ns = format!("bench-{}", j % sizes.namespaces);
         changes.drain();
         let sent = Timestamp::now();
-        let (kind, name) = if k % 2 == 0 {
+        let name = if kind == "configmap" {
             let (name, body) = (
                 format!("cfg-{j}"),
                 json!({"data": {"app.conf": format!("{pass}{}", k + 1)}}),
             );
             patch::<ConfigMap>(client, &ns, &name, body).await?;
-            ("configmap", name)
+            name
         } else {
             let (name, body) = (
                 format!("sec-{j}"),
                 json!({"stringData": {"password": format!("{pass}{}", k + 1)}}),
             );
             patch::<Secret>(client, &ns, &name, body).await?;
-            ("secret", name)
+            name
         };
         let t0 = Instant::now();
         let workload = format!("app-{j}");
@@ -495,8 +517,14 @@ pub(crate) async fn spread_and_fan_out(
     // A late duplicate write still counts; this is the window the cost is read over, not a wait.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let s1_cost = cost(from, Timestamp::now());
-    let mut s1 = percentiles(samples);
-    s1.cpu_seconds = probe.cpu_seconds().zip(cpu).map(|(after, before)| after - before);
+    if not_sent > 0 {
+        eprintln!(
+            "  S1 ({pass}): {not_sent} updates not sent, after {GIVE_UP_AFTER_MISSES} of their kind missed in a row"
+        );
+    }
+    let sent = samples.len();
+    let mut s1 = percentiles(samples, not_sent);
+    s1.cpu_seconds = probe.cpu_since(cpu);
     if let (Some(before), Some(after)) = (before, probe.wave_metrics.and_then(scrape)) {
         s1.own = Some(OwnSteps::between(&before, &after));
     }
@@ -508,8 +536,8 @@ pub(crate) async fn spread_and_fan_out(
         s1.cpu_seconds.unwrap_or(f64::NAN)
     );
 
-    let per_change_requests = audit::total(&s1_cost) as f64 / sizes.updates.max(1) as f64;
-    let per_change_workload_writes = audit::workload_writes(&s1_cost) as f64 / sizes.updates.max(1) as f64;
+    let per_change_requests = audit::total(&s1_cost) as f64 / sent.max(1) as f64;
+    let per_change_workload_writes = audit::workload_writes(&s1_cost) as f64 / sent.max(1) as f64;
     if sizes.fanout == 0 {
         // S10 and H1 measure S1 alone.
         return Ok(Pass {
@@ -553,7 +581,7 @@ pub(crate) async fn spread_and_fan_out(
     // Writes that land after the last template change still count.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let s3_cost = cost(from, Timestamp::now());
-    s3.cpu_seconds = probe.cpu_seconds().zip(cpu).map(|(after, before)| after - before);
+    s3.cpu_seconds = probe.cpu_since(cpu);
     s3.workload_writes = audit::workload_writes(&s3_cost);
     s3.refused_writes = audit::refused_workload_writes(&s3_cost);
     eprintln!(
@@ -571,8 +599,20 @@ pub(crate) async fn spread_and_fan_out(
     })
 }
 
-/// S1's percentiles of the updates seen; the missed ones are counted apart.
-fn percentiles(samples: Vec<LatencySample>) -> Latency {
+/// Whether the last [`GIVE_UP_AFTER_MISSES`] updates of `kind` were all missed.
+fn gives_up(samples: &[LatencySample], kind: &str) -> bool {
+    samples
+        .iter()
+        .rev()
+        .filter(|s| s.kind == kind)
+        .take(GIVE_UP_AFTER_MISSES)
+        .filter(|s| s.ms.is_none())
+        .count()
+        == GIVE_UP_AFTER_MISSES
+}
+
+/// S1's percentiles of the updates seen; the missed ones, and the `not_sent`, are counted apart.
+fn percentiles(samples: Vec<LatencySample>, not_sent: usize) -> Latency {
     let mut s: Vec<f64> = samples.iter().filter_map(|x| x.ms).collect();
     s.sort_by(f64::total_cmp);
     let at = |q: f64| quantile(&s, q);
@@ -581,7 +621,8 @@ fn percentiles(samples: Vec<LatencySample>) -> Latency {
         p90_ms: at(0.90),
         p99_ms: at(0.99),
         max_ms: at(1.0),
-        missed: samples.len() - s.len(),
+        missed: samples.len() - s.len() + not_sent,
+        not_sent,
         samples,
         ..Default::default()
     }
@@ -592,7 +633,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn percentiles_leave_missed_updates_out_and_count_them() {
+    fn s1_gives_up_on_a_kind_after_five_of_it_missed_in_a_row_whatever_the_other_kind_does() {
+        let sample = |kind: &str, ms: Option<f64>| LatencySample {
+            kind: kind.into(),
+            ms,
+            ..Default::default()
+        };
+        // Secrets all missed, ConfigMaps all seen, alternately.
+        let mut samples: Vec<LatencySample> = (0..GIVE_UP_AFTER_MISSES - 1)
+            .flat_map(|_| [sample("configmap", Some(10.0)), sample("secret", None)])
+            .collect();
+        assert!(!gives_up(&samples, "secret"), "four missed");
+        samples.push(sample("secret", None));
+        assert!(gives_up(&samples, "secret"));
+        assert!(!gives_up(&samples, "configmap"));
+        samples.push(sample("secret", Some(10.0)));
+        assert!(!gives_up(&samples, "secret"), "seen again after five missed");
+        // Five missed, but not in a row.
+        let apart: Vec<LatencySample> = (0..10)
+            .map(|k| sample("secret", (k % 2 == 1).then_some(10.0)))
+            .collect();
+        assert!(!gives_up(&apart, "secret"));
+    }
+
+    #[test]
+    fn percentiles_leave_missed_updates_out_and_count_them_with_those_not_sent() {
         let samples: Vec<LatencySample> = (1..=100)
             .map(|ms| LatencySample {
                 kind: "secret".into(),
@@ -605,12 +670,12 @@ mod tests {
                 ..Default::default()
             }))
             .collect();
-        let l = percentiles(samples);
+        let l = percentiles(samples, 2);
         assert_eq!(
             (l.p50_ms, l.p90_ms, l.p99_ms, l.max_ms),
             (50.0, 90.0, 99.0, 100.0)
         );
-        assert_eq!((l.missed, l.samples.len()), (1, 101));
+        assert_eq!((l.missed, l.not_sent, l.samples.len()), (3, 2, 101));
     }
 
     /// A moment `ms` milliseconds into a fixed second, for audit records.
@@ -655,10 +720,13 @@ mod tests {
             workload: "app-0".into(),
             ..Default::default()
         };
-        let mut s1 = percentiles(vec![
-            sample("configmap", "cfg-0", 95, 20.0),
-            sample("secret", "sec-0", 199, 42.0),
-        ]);
+        let mut s1 = percentiles(
+            vec![
+                sample("configmap", "cfg-0", 95, 20.0),
+                sample("secret", "sec-0", 199, 42.0),
+            ],
+            0,
+        );
         profile_steps(&mut s1, &requests, "bench-wave");
         let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-6);
         let first = s1.samples[0].steps.clone().expect("profiled");
@@ -689,14 +757,17 @@ mod tests {
             request("bench-wave", "get", "secrets", "sec-0", 108, 109),
             request("bench-wave", "patch", "deployments", "app-0", 112, 120),
         ];
-        let mut s1 = percentiles(vec![LatencySample {
-            kind: "secret".into(),
-            ms: Some(25.0),
-            sent: Some(at(99)),
-            object: ("bench-0".into(), "sec-0".into()),
-            workload: "app-0".into(),
-            ..Default::default()
-        }]);
+        let mut s1 = percentiles(
+            vec![LatencySample {
+                kind: "secret".into(),
+                ms: Some(25.0),
+                sent: Some(at(99)),
+                object: ("bench-0".into(), "sec-0".into()),
+                workload: "app-0".into(),
+                ..Default::default()
+            }],
+            0,
+        );
         profile_steps(&mut s1, &requests, "bench-wave");
         let steps = s1.samples[0].steps.clone().expect("profiled");
         assert_eq!((steps.to_read_ms, steps.read_ms), (Some(-2.0), Some(1.0)));

@@ -51,8 +51,10 @@ pub struct Memory {
 pub struct ApiCost {
     pub startup_requests: u64,
     pub startup: Counts,
+    /// Requests per S1 update sent, over S1's updates and the second after them.
     #[serde(deserialize_with = "nan_if_null")]
     pub per_change_requests: f64,
+    /// Workload writes per S1 update sent, over the same window.
     #[serde(deserialize_with = "nan_if_null")]
     pub per_change_workload_writes: f64,
     #[serde(deserialize_with = "nan_if_null")]

@@ -22,8 +22,8 @@ use serde_json::json;
 use futures::future::LocalBoxFuture;
 
 use super::{Context, Figures};
-use crate::harness::audit;
 use crate::harness::controller::{Profile, Running};
+use crate::harness::{audit, metrics};
 
 const NS: &str = "bench-m2";
 /// Deployments, and how many of them reference config from init containers only.
@@ -91,10 +91,10 @@ async fn run_on(cluster: &testenv::Cluster, wave: &Profile, wave_go: &Profile) -
     let from = Timestamp::now();
     let mut ours =
         Running::start(wave, &kubeconfig(wave), &log).map_err(|e| format!("starting wave: {e}"))?;
-    let metrics = metrics_port(wave).ok_or("wave's profile has no metrics address")?;
+    let port = metrics::port(wave).ok_or("wave's profile has no metrics address")?;
     let deadline = Instant::now() + Duration::from_secs(300);
     // Every workload reconciled once (a write or a noop) since the start.
-    while reconciles(metrics) < WORKLOADS as f64 {
+    while reconciles(port) < WORKLOADS as f64 {
         if !ours.is_alive() || Instant::now() > deadline {
             return Err("wave did not reconcile every workload within 5 minutes".into());
         }
@@ -202,19 +202,7 @@ async fn wait_all_hashed(client: &Client) -> Result<(), Error> {
     }
 }
 
-pub(crate) fn metrics_port(p: &Profile) -> Option<u16> {
-    p.args
-        .iter()
-        .find_map(|a| a.strip_prefix("--metrics-bind-address=127.0.0.1:"))?
-        .parse()
-        .ok()
-}
-
-/// `wave_reconciles_total`, summed.
+/// `wave_reconciles_total`, summed (0 while its `/metrics` does not answer).
 pub(crate) fn reconciles(port: u16) -> f64 {
-    let (_, body) = testenv::http_get(port, "/metrics").unwrap_or_default();
-    body.lines()
-        .filter(|l| l.starts_with("wave_reconciles_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    metrics::scrape(port).map_or(0.0, |text| metrics::counter(&text, "wave_reconciles_total"))
 }

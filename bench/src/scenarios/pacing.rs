@@ -28,7 +28,7 @@ use serde_json::json;
 
 use super::{Context, Figures};
 use crate::harness::controller::{self, Profile, Running};
-use crate::harness::metrics::{self, Spread};
+use crate::harness::metrics::{self, Quantiles};
 use crate::harness::population::{Population, S1Pods, create, patch, populate};
 use crate::harness::session::{Session, cluster_dir};
 use crate::harness::wait::{TemplateChanges, probe_ready, wait_all_hashed, wait_settled};
@@ -79,11 +79,11 @@ pub struct PacingPoint {
     /// From the change until every one of the F rollouts finished (polled every 0.5 s).
     pub all_rolled_s: f64,
     /// Pacing's share of a watch event (`at="event"`).
-    pub decide_event: Spread,
+    pub decide_event: Quantiles,
     /// Pacing's decision for one rollout (`at="admission"`).
-    pub decide_admission: Spread,
+    pub decide_admission: Quantiles,
     /// `wave_watch_router_lag_seconds`.
-    pub router_lag: Spread,
+    pub router_lag: Quantiles,
     pub peak_rss_mib: f64,
 }
 
@@ -194,10 +194,10 @@ async fn at_fanout(
             .map(|at| at.duration_since(t0).as_secs_f64())
             .fold(0.0, f64::max);
         let after = metrics::scrape(port)?;
-        let spread = |name: &str, labels: &[&str]| metrics::spread(&before, &after, name, labels);
-        point.decide_event = spread("wave_pacing_decision_seconds", &["at=\"event\""]);
-        point.decide_admission = spread("wave_pacing_decision_seconds", &["at=\"admission\""]);
-        point.router_lag = spread("wave_watch_router_lag_seconds", &[]);
+        let of = |name: &str, labels: &[&str]| metrics::between(&before, &after, name, labels);
+        point.decide_event = of("wave_pacing_decision_seconds", &["at=\"event\""]);
+        point.decide_admission = of("wave_pacing_decision_seconds", &["at=\"admission\""]);
+        point.router_lag = of("wave_watch_router_lag_seconds", &[]);
         wait_settled(client, Some(NS), sizes.limits).await?;
         point.all_rolled_s = t0.elapsed().as_secs_f64();
         Ok::<(), Error>(())
@@ -263,7 +263,7 @@ impl PacingScale {
         let mut out = String::from(
             "| fan-out of Deployments | all written s | all rolled s | decide per event p50 / p99 / max ms | decide per admission p50 / p99 / max ms | router lag p50 / p99 / max ms | peak RSS MiB |\n|---|---|---|---|---|---|---|\n",
         );
-        let spread = |s: &Spread| format!("{:.3} / {:.3} / {:.3}", s.p50_ms, s.p99_ms, s.max_ms);
+        let cell = |s: &Quantiles| format!("{:.3} / {:.3} / {:.3}", s.p50_ms, s.p99_ms, s.max_ms);
         for p in &self.points {
             out += &format!(
                 "| {} of {} (N={}){} | {:.1} | {:.1} | {} | {} | {} | {:.0} |\n",
@@ -275,9 +275,9 @@ impl PacingScale {
                     .map_or(String::new(), |why| format!(": did not complete: {why}")),
                 p.all_written_s,
                 p.all_rolled_s,
-                spread(&p.decide_event),
-                spread(&p.decide_admission),
-                spread(&p.router_lag),
+                cell(&p.decide_event),
+                cell(&p.decide_admission),
+                cell(&p.router_lag),
                 p.peak_rss_mib
             );
         }

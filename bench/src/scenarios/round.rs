@@ -538,7 +538,8 @@ fn profile_steps(session: &Session, s1: &mut Latency, from: Timestamp) {
         );
     }
     if let Some(own) = &s1.own {
-        let f = |x: &metrics::Spread| format!("{}× {:.1}/{:.1}/{:.0}", x.count, x.p50_ms, x.p99_ms, x.max_ms);
+        let f =
+            |x: &metrics::Quantiles| format!("{}× {:.1}/{:.1}/{:.0}", x.count, x.p50_ms, x.p99_ms, x.max_ms);
         eprintln!(
             "  wave's own (count, p50/p99/max ms): router {}, queue {}, reconcile {}, Secret GET {}, patch {}, change to patch {}",
             f(&own.router_lag),
