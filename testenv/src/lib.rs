@@ -603,13 +603,12 @@ pub fn http_get_at(host: &str, port: u16, path: &str) -> Option<(u16, String)> {
 /// apiserver's to etcd, say) before the server binds it, which once failed `make bench-smoke` with
 /// "Address already in use", so the port comes from below that range, where the kernel never picks
 /// one by itself, starting at a place that differs between processes.
+/// `hack/testenv` picks its components' ports from the same span, so that an apiserver or etcd killed
+/// for a fault can listen on its port again.
 pub fn free_port() -> u16 {
     static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
+    let ephemeral_low = ephemeral_range_start();
     let (low, high) = (ephemeral_low.saturating_sub(12_000).max(1024), ephemeral_low);
     let span = u32::from(high - low);
     let nanos = std::time::SystemTime::now()
@@ -627,14 +626,19 @@ pub fn free_port() -> u16 {
     panic!("no free port on 127.0.0.1 in {low}..{high}");
 }
 
+/// The first port of the kernel's ephemeral range, from which it picks outgoing connections' source ports.
+pub fn ephemeral_range_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
-        let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-            .ok()
-            .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-            .unwrap_or(32768);
+        let low = super::ephemeral_range_start();
         let ports: Vec<u16> = (0..50).map(|_| super::free_port()).collect();
         let distinct: std::collections::BTreeSet<_> = ports.iter().collect();
         assert_eq!(distinct.len(), ports.len(), "{ports:?}");

@@ -197,6 +197,17 @@ async fn an_apiserver_killed_mid_change_loses_nothing_and_a_change_after_it_retu
         .wave("wave-a", &["--update-rate=inf", "--min-rollout-interval=0"])
         .await;
     let workloads = hashed_workloads(&env).await;
+    // The apiserver must get its port back: a port from the ephemeral range can become a retrying
+    // client's source port while the apiserver is down, and it then cannot listen on it again.
+    let port: u16 = std::fs::read_to_string(env.cluster.dir().join("api-port"))
+        .expect("the cluster's api-port file")
+        .trim()
+        .parse()
+        .expect("a port number");
+    assert!(
+        port < testenv::ephemeral_range_start(),
+        "hack/testenv gave the apiserver port {port}, inside the kernel's ephemeral range"
+    );
 
     change_config(&env, "in flight").await;
     env.cluster.faults().kill("kube-apiserver");

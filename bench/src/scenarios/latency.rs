@@ -471,11 +471,9 @@ pub(crate) async fn spread_and_fan_out(
     let cpu = probe.cpu_seconds();
     let from = Timestamp::now();
     let mut samples: Vec<LatencySample> = Vec::new();
-    let mut not_sent = 0;
     for k in 0..sizes.updates {
         let kind = if k % 2 == 0 { "configmap" } else { "secret" };
         if gives_up(&samples, kind) {
-            not_sent += 1;
             continue;
         }
         let j = k % sizes.deployments.max(1);
@@ -517,12 +515,13 @@ pub(crate) async fn spread_and_fan_out(
     // A late duplicate write still counts; this is the window the cost is read over, not a wait.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let s1_cost = cost(from, Timestamp::now());
+    let sent = samples.len();
+    let not_sent = sizes.updates - sent;
     if not_sent > 0 {
         eprintln!(
             "  S1 ({pass}): {not_sent} updates not sent, after {GIVE_UP_AFTER_MISSES} of their kind missed in a row"
         );
     }
-    let sent = samples.len();
     let mut s1 = percentiles(samples, not_sent);
     s1.cpu_seconds = probe.cpu_since(cpu);
     if let (Some(before), Some(after)) = (before, probe.wave_metrics.and_then(scrape)) {
