@@ -550,7 +550,8 @@ async fn main() {
             }
         }
     }
-    let report = report::Report::new(recorded_sizes(&args), args.part(), &ctx.profiles, results, chaos);
+    let report = report::Report::new(recorded_sizes(&args), args.part(), &ctx.profiles, results, chaos)
+        .failed_after_rounds(&failed_after_rounds);
     finish(&args, &report);
     if !failed_after_rounds.is_empty() {
         eprintln!(

@@ -38,6 +38,9 @@ pub struct Report {
     /// `--combine`: the results files this report was made from (file name, commit, date, rounds).
     sources: Vec<Value>,
     chaos: Option<ChaosResult>,
+    /// The scenarios run after the rounds (S9) that failed: recorded, so that the results file shows
+    /// it tried and failed rather than reading as a run that never tried (`"S9": null` either way).
+    failed_after_rounds: Vec<String>,
     /// `--safety-only` or `--latency-only`: only that part of the round was run.
     part: Option<Part>,
 }
@@ -110,8 +113,16 @@ impl Report {
                 .collect(),
             sources: Vec::new(),
             chaos,
+            failed_after_rounds: Vec::new(),
             part,
         }
+    }
+
+    /// Records the scenarios that failed after the rounds: such a report is written, but never as
+    /// `latest.json`, and a report combined from it carries them.
+    pub fn failed_after_rounds(mut self, ids: &[&str]) -> Self {
+        self.failed_after_rounds = ids.iter().map(|id| id.to_string()).collect();
+        self
     }
 
     /// Every round of every controller produced every figure.
@@ -250,7 +261,7 @@ impl Report {
         let mut out = json!({"commit": self.commit, "machine": self.machine, "date": self.date,
                "sizes": self.sizes, "versions": self.versions, "fixed_limits": fixed_limits,
                "timed_out": self.timed_out(), "summary": summary, "runs": runs,
-               "S9": self.chaos});
+               "S9": self.chaos, "failed_after_rounds": self.failed_after_rounds});
         if !self.sources.is_empty() {
             out["sources"] = json!(self.sources);
         }
@@ -275,6 +286,7 @@ impl Report {
         let mut date = String::new();
         let mut defaults_pass = false;
         let mut chaos_run_sizes: Option<Value> = None;
+        let mut failed_after_rounds: Vec<String> = Vec::new();
         for path in paths {
             let file = path.display().to_string();
             let text = std::fs::read_to_string(path).map_err(|e| format!("{file}: {e}"))?;
@@ -350,6 +362,16 @@ impl Report {
                     Some(serde_json::from_value(v["S9"].clone()).map_err(|e| format!("{file}: S9: {e}"))?);
                 chaos_run_sizes = Some(v["sizes"].clone());
             }
+            for id in v["failed_after_rounds"].as_array().into_iter().flatten() {
+                let id = id.as_str().unwrap_or("unknown").to_string();
+                if id == "S9" && chaos_run_sizes.is_none() {
+                    // The chaos sizes say what the failed soak tried, not 0 as if none was run.
+                    chaos_run_sizes = Some(v["sizes"].clone());
+                }
+                if !failed_after_rounds.contains(&id) {
+                    failed_after_rounds.push(id);
+                }
+            }
             defaults_pass |= v["sizes"]["defaults_pass"].as_bool().unwrap_or(false);
             let commit = v["commit"].as_str().unwrap_or("unknown").to_string();
             let file_date = v["date"].as_str().unwrap_or_default().to_string();
@@ -388,6 +410,7 @@ impl Report {
             fixed_limits,
             sources,
             chaos,
+            failed_after_rounds,
         })
     }
 
@@ -400,6 +423,13 @@ impl Report {
         std::fs::write(&dated, &text)?;
         if self.results.len() < 3 || self.part.is_some() || smoke {
             eprintln!("latest.json and latest.png kept: not a full run with both peers");
+            return Ok(dated);
+        }
+        if !self.failed_after_rounds.is_empty() {
+            eprintln!(
+                "latest.json and latest.png kept: {} failed",
+                self.failed_after_rounds.join(", ")
+            );
             return Ok(dated);
         }
         std::fs::write(out.join("latest.json"), &text)?;
@@ -608,6 +638,12 @@ impl Report {
         let timed_out = self.timed_out();
         if !timed_out.is_empty() {
             out += &format!("\n**Timed out** (partial figures): {}\n", timed_out.join(", "));
+        }
+        if !self.failed_after_rounds.is_empty() {
+            out += &format!(
+                "\n**Failed after the rounds** (no figures): {}\n",
+                self.failed_after_rounds.join(", ")
+            );
         }
         if let Some(c) = &self.chaos {
             out += &format!(
@@ -922,6 +958,7 @@ mod tests {
             results: vec![("wave", vec![r])],
             fixed_limits: Vec::new(),
             sources: Vec::new(),
+            failed_after_rounds: Vec::new(),
             chaos: None,
             part: None,
         }
@@ -1050,6 +1087,44 @@ mod tests {
         assert!(err(&[one, smaller]).contains("differ in /sizes"));
         assert!(err(&[]).contains("no results files"));
         assert!(err(&[dir.join("absent.json")]).contains("absent.json"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_failed_soak_is_recorded_carried_through_combine_and_never_published_as_latest() {
+        let dir = scratch("failed-soak");
+        let sizes = |chaos_seconds: u32| json!({"deployments": 10, "chaos_seconds": chaos_seconds});
+        let rounds = results_file(&dir, "rounds.json", "wave", "w1", sizes(0));
+        let mut failed = healthy().failed_after_rounds(&["S9"]);
+        failed.sizes = sizes(600);
+        failed.versions = json!({"kubernetes": "v1", "controllers": {"wave": {"sha256": "w1"}}});
+        let failed_file = dir.join("failed.json");
+        std::fs::write(&failed_file, failed.json().to_string()).unwrap();
+        let text = std::fs::read_to_string(&failed_file).unwrap();
+        assert!(text.contains(r#""failed_after_rounds":["S9"]"#), "{text}");
+
+        let mut combined = Report::combine(&[rounds, failed_file]).unwrap();
+        assert_eq!(combined.failed_after_rounds, ["S9"]);
+        assert_eq!(
+            combined.sizes["chaos_seconds"], 600,
+            "the sizes say what the failed soak tried, not that none ran"
+        );
+        assert!(
+            combined
+                .markdown()
+                .contains("**Failed after the rounds** (no figures): S9")
+        );
+
+        // Even a report with all three controllers keeps the published figures.
+        let round = combined.results[0].1[0].clone();
+        combined.results = vec![
+            ("wave", vec![round.clone()]),
+            ("wave-go", vec![round.clone()]),
+            ("reloader", vec![round]),
+        ];
+        let out = dir.join("out");
+        combined.write(&out, false).unwrap();
+        assert!(!out.join("latest.json").exists());
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

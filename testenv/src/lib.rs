@@ -213,6 +213,15 @@ impl Cluster {
         &self.dir
     }
 
+    /// The apiserver's port on 127.0.0.1, as `hack/testenv up` wrote it to `api-port`.
+    pub fn api_port(&self) -> u16 {
+        let text = std::fs::read_to_string(self.dir.join("api-port"))
+            .unwrap_or_else(|e| panic!("reading {}/api-port: {e}", self.dir.display()));
+        text.trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{}/api-port holds {text:?}: {e}", self.dir.display()))
+    }
+
     /// The cluster-admin kubeconfig.
     pub fn kubeconfig(&self) -> PathBuf {
         self.dir.join("kubeconfig")
@@ -603,8 +612,8 @@ pub fn http_get_at(host: &str, port: u16, path: &str) -> Option<(u16, String)> {
 /// apiserver's to etcd, say) before the server binds it, which once failed `make bench-smoke` with
 /// "Address already in use", so the port comes from below that range, where the kernel never picks
 /// one by itself, starting at a place that differs between processes.
-/// `hack/testenv` picks its components' ports from the same span, so that an apiserver or etcd killed
-/// for a fault can listen on its port again.
+/// `hack/testenv` picks its components' ports from the same span, for the second reason: an apiserver
+/// or etcd killed for a fault must be able to listen on its port again.
 pub fn free_port() -> u16 {
     static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());

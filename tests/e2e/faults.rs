@@ -199,11 +199,7 @@ async fn an_apiserver_killed_mid_change_loses_nothing_and_a_change_after_it_retu
     let workloads = hashed_workloads(&env).await;
     // The apiserver must get its port back: a port from the ephemeral range can become a retrying
     // client's source port while the apiserver is down, and it then cannot listen on it again.
-    let port: u16 = std::fs::read_to_string(env.cluster.dir().join("api-port"))
-        .expect("the cluster's api-port file")
-        .trim()
-        .parse()
-        .expect("a port number");
+    let port = env.cluster.api_port();
     assert!(
         port < testenv::ephemeral_range_start(),
         "hack/testenv gave the apiserver port {port}, inside the kernel's ephemeral range"

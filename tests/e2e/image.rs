@@ -46,11 +46,11 @@ async fn the_static_binary_serves_livez_from_an_empty_root_as_a_non_root_user() 
     std::fs::create_dir_all(&root).unwrap();
     std::fs::copy(&bin, root.join("wave")).unwrap();
     let pki = cluster().dir().join("pki");
-    let port = std::fs::read_to_string(cluster().dir().join("api-port")).unwrap();
+    let port = cluster().api_port();
     let kubeconfig = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster: {{server: \"https://127.0.0.1:{}\", certificate-authority-data: {}}}\n\
          users:\n- name: u\n  user: {{client-certificate-data: {}, client-key-data: {}}}\ncontexts:\n- name: t\n  context: {{cluster: t, user: u}}\ncurrent-context: t\n",
-        port.trim(),
+        port,
         b64(&pki.join("ca.crt")),
         b64(&pki.join("admin.crt")),
         b64(&pki.join("admin.key")),

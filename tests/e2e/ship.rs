@@ -689,13 +689,13 @@ pub(crate) fn chart_identity(
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let port = std::fs::read_to_string(cluster().dir().join("api-port")).unwrap();
+    let port = cluster().api_port();
     let ca = cluster().dir().join("pki/ca.crt");
     // Only the token: a client certificate would win and the test would silently run as admin.
     let kubeconfig = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster: {{server: \"https://127.0.0.1:{}\", certificate-authority: \"{}\"}}\n\
          users:\n- name: sa\n  user: {{token: \"{token}\"}}\ncontexts:\n- name: t\n  context: {{cluster: t, user: sa}}\ncurrent-context: t\n",
-        port.trim(),
+        port,
         ca.display()
     );
     let path = cluster().dir().join(format!("{release}.kubeconfig"));
