@@ -14,7 +14,8 @@
 //! S12 (pacing at scale, bench/src/scenarios/pacing.rs) with --pacing-scale-only; R1 (restarting in
 //! place against a rolling update, on a real node, bench/src/scenarios/in_place.rs) with --in-place-only
 //! then: bench/results/<date>-<commit>.json (every round's raw figures, the median/min/max of each, the
-//! versions), latest.json and a PNG chart for a full run with both peers, and the table printed
+//! versions), latest.json and a PNG chart for a full run with both peers in which nothing failed, and
+//! the table printed
 //! ```
 //!
 //! The order is the registry's (bench/src/scenarios/mod.rs, `REGISTRY`); this file turns the command
@@ -486,7 +487,16 @@ async fn main() {
     }
     if !args.combine.is_empty() {
         match report::Report::combine(&args.combine) {
-            Ok(report) => finish(&args, &report),
+            Ok(report) => {
+                finish(&args, &report);
+                if !report.failed_after_rounds().is_empty() {
+                    eprintln!(
+                        "failed after the rounds in a part, and measured in none: {}",
+                        report.failed_after_rounds().join(", ")
+                    );
+                    std::process::exit(1);
+                }
+            }
             Err(e) => {
                 eprintln!("--combine: {e}");
                 std::process::exit(1);
@@ -551,7 +561,7 @@ async fn main() {
         }
     }
     let report = report::Report::new(recorded_sizes(&args), args.part(), &ctx.profiles, results, chaos)
-        .failed_after_rounds(&failed_after_rounds);
+        .with_failed_after_rounds(&failed_after_rounds);
     finish(&args, &report);
     if !failed_after_rounds.is_empty() {
         eprintln!(

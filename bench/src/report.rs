@@ -24,6 +24,21 @@ fn is_per_run_size(key: &str) -> bool {
     matches!(key, "repeat" | "defaults_pass") || CHAOS_SIZES.contains(&key)
 }
 
+/// The scenarios that failed after the rounds in a results file. A file written before the driver
+/// recorded them says so only by its sizes and figures: S9 asked for and no S9 figures.
+fn failed_in(v: &Value) -> Vec<String> {
+    match v["failed_after_rounds"].as_array() {
+        Some(ids) => ids
+            .iter()
+            .map(|id| id.as_str().unwrap_or("unknown").to_string())
+            .collect(),
+        None if v["S9"].is_null() && v["sizes"]["chaos_seconds"].as_u64().is_some_and(|s| s > 0) => {
+            vec!["S9".to_string()]
+        }
+        None => Vec::new(),
+    }
+}
+
 /// Every round of every controller.
 pub struct Report {
     commit: String,
@@ -120,9 +135,14 @@ impl Report {
 
     /// Records the scenarios that failed after the rounds: such a report is written, but never as
     /// `latest.json`, and a report combined from it carries them.
-    pub fn failed_after_rounds(mut self, ids: &[&str]) -> Self {
+    pub fn with_failed_after_rounds(mut self, ids: &[&str]) -> Self {
         self.failed_after_rounds = ids.iter().map(|id| id.to_string()).collect();
         self
+    }
+
+    /// The scenarios that failed after the rounds, and have no figures from another part.
+    pub fn failed_after_rounds(&self) -> &[String] {
+        &self.failed_after_rounds
     }
 
     /// Every round of every controller produced every figure.
@@ -274,7 +294,10 @@ impl Report {
     /// sizes (those of `is_per_run_size` aside), machine, Kubernetes, kwok and toolchains; and each
     /// controller's rounds must all come from one binary (its SHA-256), so that no median mixes two
     /// builds. A full run holds one defaults pass per controller and one S9, so the combined report
-    /// has the defaults pass if any file has it, and the chaos sizes of the file that holds S9.
+    /// has the defaults pass if any file has it, and the chaos sizes of the file that holds S9. A
+    /// scenario that failed after the rounds in a file is carried, with the sizes of the first such
+    /// file, unless another file holds its figures: two S9 figures are refused, a failed S9 and a
+    /// passed one give the passed one's, and the failed one's file is named.
     pub fn combine(paths: &[PathBuf]) -> Result<Report, String> {
         let mut first: Option<(String, Value)> = None;
         let mut results: Vec<(&'static str, Vec<ControllerResult>)> = Vec::new();
@@ -362,14 +385,14 @@ impl Report {
                     Some(serde_json::from_value(v["S9"].clone()).map_err(|e| format!("{file}: S9: {e}"))?);
                 chaos_run_sizes = Some(v["sizes"].clone());
             }
-            for id in v["failed_after_rounds"].as_array().into_iter().flatten() {
-                let id = id.as_str().unwrap_or("unknown").to_string();
+            let failed = failed_in(&v);
+            for id in &failed {
                 if id == "S9" && chaos_run_sizes.is_none() {
                     // The chaos sizes say what the failed soak tried, not 0 as if none was run.
                     chaos_run_sizes = Some(v["sizes"].clone());
                 }
-                if !failed_after_rounds.contains(&id) {
-                    failed_after_rounds.push(id);
+                if !failed_after_rounds.contains(id) {
+                    failed_after_rounds.push(id.clone());
                 }
             }
             defaults_pass |= v["sizes"]["defaults_pass"].as_bool().unwrap_or(false);
@@ -380,7 +403,16 @@ impl Report {
                 commits.push(commit.clone());
             }
             let name = path.file_name().map(|n| n.to_string_lossy().to_string());
-            sources.push(json!({"file": name, "commit": commit, "date": file_date, "rounds": rounds}));
+            let mut source = json!({"file": name, "commit": commit, "date": file_date, "rounds": rounds});
+            if !failed.is_empty() {
+                source["failed_after_rounds"] = json!(failed);
+            }
+            sources.push(source);
+        }
+        if chaos.is_some() {
+            // A soak that failed in one part and passed in another (run again with `--chaos-only`)
+            // has its figures; the failed attempt stays named in `sources` and in the printed report.
+            failed_after_rounds.retain(|id| id != "S9");
         }
         let Some((_, first)) = first else {
             return Err("--combine: no results files given".into());
@@ -414,7 +446,8 @@ impl Report {
         })
     }
 
-    /// Writes the dated JSON; and, for a full run with both peers, `latest.json` and the chart (a run
+    /// Writes the dated JSON; and, for a full run with both peers in which nothing failed after the
+    /// rounds, `latest.json` and the chart (a run
     /// of wave alone, or of some scenarios, never replaces the published figures). Returns the dated path.
     pub fn write(&self, out: &Path, smoke: bool) -> std::io::Result<PathBuf> {
         std::fs::create_dir_all(out)?;
@@ -644,6 +677,16 @@ impl Report {
                 "\n**Failed after the rounds** (no figures): {}\n",
                 self.failed_after_rounds.join(", ")
             );
+        }
+        for source in &self.sources {
+            if let Some(failed) = source["failed_after_rounds"].as_array() {
+                let failed: Vec<&str> = failed.iter().filter_map(Value::as_str).collect();
+                out += &format!(
+                    "\n{} failed after the rounds in `{}`.\n",
+                    failed.join(", "),
+                    source["file"].as_str().unwrap_or("unknown")
+                );
+            }
         }
         if let Some(c) = &self.chaos {
             out += &format!(
@@ -1095,7 +1138,7 @@ mod tests {
         let dir = scratch("failed-soak");
         let sizes = |chaos_seconds: u32| json!({"deployments": 10, "chaos_seconds": chaos_seconds});
         let rounds = results_file(&dir, "rounds.json", "wave", "w1", sizes(0));
-        let mut failed = healthy().failed_after_rounds(&["S9"]);
+        let mut failed = healthy().with_failed_after_rounds(&["S9"]);
         failed.sizes = sizes(600);
         failed.versions = json!({"kubernetes": "v1", "controllers": {"wave": {"sha256": "w1"}}});
         let failed_file = dir.join("failed.json");
@@ -1126,5 +1169,66 @@ mod tests {
         combined.write(&out, false).unwrap();
         assert!(!out.join("latest.json").exists());
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_soak_that_failed_in_one_part_and_passed_in_another_gives_the_passed_figures_and_names_the_failed_part()
+     {
+        let dir = scratch("soak-again");
+        let versions = json!({"kubernetes": "v1", "controllers": {"wave": {"sha256": "w1"}}});
+        let mut failed = healthy().with_failed_after_rounds(&["S9"]);
+        failed.sizes = json!({"deployments": 10, "chaos_seconds": 600});
+        failed.versions = versions.clone();
+        let mut passed = healthy();
+        passed.results = Vec::new();
+        passed.sizes = json!({"deployments": 10, "chaos_seconds": 300});
+        passed.versions = versions;
+        passed.chaos = Some(ChaosResult {
+            seconds: 300,
+            ..Default::default()
+        });
+        let (failed_file, passed_file) = (dir.join("failed.json"), dir.join("passed.json"));
+        std::fs::write(&failed_file, failed.json().to_string()).unwrap();
+        std::fs::write(&passed_file, passed.json().to_string()).unwrap();
+
+        for files in [[&failed_file, &passed_file], [&passed_file, &failed_file]] {
+            let combined = Report::combine(&files.map(PathBuf::clone)).unwrap();
+            assert!(combined.failed_after_rounds().is_empty());
+            assert_eq!(combined.chaos.as_ref().map(|c| c.seconds), Some(300));
+            assert_eq!(
+                combined.sizes["chaos_seconds"], 300,
+                "the sizes of the soak with figures"
+            );
+            let failed_source: Vec<&Value> = combined
+                .sources
+                .iter()
+                .filter(|s| !s["failed_after_rounds"].is_null())
+                .collect();
+            assert_eq!(failed_source.len(), 1);
+            assert_eq!(failed_source[0]["file"], "failed.json");
+            assert!(
+                combined
+                    .markdown()
+                    .contains("S9 failed after the rounds in `failed.json`")
+            );
+            assert!(!combined.markdown().contains("**Failed after the rounds**"));
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_results_file_from_before_the_record_reads_as_a_failed_soak_when_s9_was_asked_for_and_has_no_figures()
+    {
+        let asked = json!({"sizes": {"chaos_seconds": 600}, "S9": null});
+        assert_eq!(failed_in(&asked), ["S9"]);
+        let not_asked = json!({"sizes": {"chaos_seconds": 0}, "S9": null});
+        assert!(failed_in(&not_asked).is_empty());
+        let measured = json!({"sizes": {"chaos_seconds": 600}, "S9": {"seconds": 600}});
+        assert!(failed_in(&measured).is_empty());
+        let recorded = json!({"sizes": {"chaos_seconds": 600}, "S9": null, "failed_after_rounds": []});
+        assert!(
+            failed_in(&recorded).is_empty(),
+            "the record, where there is one, is what counts"
+        );
     }
 }

@@ -429,7 +429,8 @@ impl Faults {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
-    /// SIGKILLs one component (`etcd`, `kube-apiserver`, …) and waits until it is gone.
+    /// SIGKILLs one component (`etcd`, `kube-apiserver`, …) and waits until every thread of it is
+    /// gone, so that its ports are free again when this returns.
     pub fn kill(&self, component: &str) {
         self.control("kill", &[component]);
     }

@@ -207,6 +207,12 @@ async fn an_apiserver_killed_mid_change_loses_nothing_and_a_change_after_it_retu
 
     change_config(&env, "in flight").await;
     env.cluster.faults().kill("kube-apiserver");
+    // `kill` returns only once the whole process is gone: a restart straight after it (S9 restarts so)
+    // must find the port free, not held by a thread still tearing the apiserver down.
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
+        "the apiserver's port {port} was still held when hack/testenv kill returned"
+    );
     // Five scopes (three kinds, ConfigMaps, Secrets), each failing four times: the backoff has grown.
     let before = wave.metric("wave_watch_errors_total", &[]);
     wait_watch_errors(&wave, before, 20.0).await;
