@@ -420,8 +420,9 @@ async fn run_alone(ctx: &Context, out: &std::path::Path, scenario: &scenarios::S
     }
 }
 
-/// Checks that `report` is whole, writes it and prints its tables; exits non-zero when it is not whole
-/// or cannot be written.
+/// Checks that `report` is whole, writes it and prints its tables; exits non-zero when it is not whole,
+/// cannot be written, or carries a scenario that failed after the rounds (a run's own, or a part's that
+/// no other part measured): its rounds' results are written all the same, since they stand without it.
 fn finish(args: &Args, report: &report::Report) {
     if let Err(e) = report.check_complete() {
         eprintln!("incomplete results: {e}");
@@ -435,6 +436,13 @@ fn finish(args: &Args, report: &report::Report) {
         }
     }
     println!("{}", report.markdown());
+    if !report.failed_after_rounds().is_empty() {
+        eprintln!(
+            "failed after the rounds, and written without them: {}",
+            report.failed_after_rounds().join(", ")
+        );
+        std::process::exit(1);
+    }
 }
 
 #[tokio::main]
@@ -487,16 +495,7 @@ async fn main() {
     }
     if !args.combine.is_empty() {
         match report::Report::combine(&args.combine) {
-            Ok(report) => {
-                finish(&args, &report);
-                if !report.failed_after_rounds().is_empty() {
-                    eprintln!(
-                        "failed after the rounds in a part, and measured in none: {}",
-                        report.failed_after_rounds().join(", ")
-                    );
-                    std::process::exit(1);
-                }
-            }
+            Ok(report) => finish(&args, &report),
             Err(e) => {
                 eprintln!("--combine: {e}");
                 std::process::exit(1);
@@ -563,13 +562,6 @@ async fn main() {
     let report = report::Report::new(recorded_sizes(&args), args.part(), &ctx.profiles, results, chaos)
         .with_failed_after_rounds(&failed_after_rounds);
     finish(&args, &report);
-    if !failed_after_rounds.is_empty() {
-        eprintln!(
-            "failed after the rounds, whose results are written without them: {}",
-            failed_after_rounds.join(", ")
-        );
-        std::process::exit(1);
-    }
     if args.smoke {
         if let Err(e) = report.check_smoke() {
             eprintln!("smoke failed: {e}");

@@ -447,8 +447,8 @@ impl Report {
     }
 
     /// Writes the dated JSON; and, for a full run with both peers in which nothing failed after the
-    /// rounds, `latest.json` and the chart (a run
-    /// of wave alone, or of some scenarios, never replaces the published figures). Returns the dated path.
+    /// rounds, `latest.json` and the chart (a run of wave alone, or of some scenarios, never replaces
+    /// the published figures). Returns the dated path.
     pub fn write(&self, out: &Path, smoke: bool) -> std::io::Result<PathBuf> {
         std::fs::create_dir_all(out)?;
         let text = serde_json::to_string_pretty(&self.json())? + "\n";
