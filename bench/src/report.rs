@@ -681,10 +681,18 @@ impl Report {
         for source in &self.sources {
             if let Some(failed) = source["failed_after_rounds"].as_array() {
                 let failed: Vec<&str> = failed.iter().filter_map(Value::as_str).collect();
+                let superseded = failed
+                    .iter()
+                    .all(|s| !self.failed_after_rounds.iter().any(|f| f == s));
                 out += &format!(
-                    "\n{} failed after the rounds in `{}`.\n",
+                    "\n{} failed after the rounds in `{}`{}.\n",
                     failed.join(", "),
-                    source["file"].as_str().unwrap_or("unknown")
+                    source["file"].as_str().unwrap_or("unknown"),
+                    if superseded {
+                        "; the figures below are from a part in which it passed"
+                    } else {
+                        ""
+                    }
                 );
             }
         }
@@ -1157,6 +1165,12 @@ mod tests {
                 .markdown()
                 .contains("**Failed after the rounds** (no figures): S9")
         );
+        assert!(
+            combined
+                .markdown()
+                .contains("S9 failed after the rounds in `failed.json`.\n"),
+            "no other part gave its figures"
+        );
 
         // Even a report with all three controllers keeps the published figures.
         let round = combined.results[0].1[0].clone();
@@ -1209,7 +1223,7 @@ mod tests {
             assert!(
                 combined
                     .markdown()
-                    .contains("S9 failed after the rounds in `failed.json`")
+                    .contains("S9 failed after the rounds in `failed.json`; the figures below are from a part in which it passed")
             );
             assert!(!combined.markdown().contains("**Failed after the rounds**"));
         }
