@@ -356,7 +356,8 @@ fn recorded_sizes(args: &Args) -> serde_json::Value {
         "chaos_fault_every": args.chaos_fault_every,
         "bad_deployments": args.bad_deployments, "bad_pacing": args.bad_pacing,
         "safety_only": args.safety_only, "repeat": args.repeat,
-        "restart_trials": args.restart_trials, "defaults_pass": !args.skip_defaults_pass,
+        "restart_trials": args.restart_trials,
+        "defaults_pass": !args.skip_defaults_pass && !args.chaos_only,
     });
     if args.latency_only {
         sizes["latency_only"] = json!(true);
@@ -504,12 +505,14 @@ async fn main() {
         std::process::exit(0);
     }
     if args.chaos_only {
-        ctx.profiles.clear();
+        // S9 runs wave alone; its binary is still recorded, so that --combine can check it is the
+        // build of the rounds it joins.
+        ctx.profiles.retain(|p| p.name == "wave");
     }
     for s in &skipped {
         eprintln!("skipping {s}");
     }
-    let profiles = &ctx.profiles;
+    let profiles: &[controller::Profile] = if args.chaos_only { &[] } else { &ctx.profiles };
     let steps = scenarios::round_steps(args.part());
     let mut results: Vec<(&'static str, Vec<scenarios::ControllerResult>)> =
         profiles.iter().map(|p| (p.name, Vec::new())).collect();

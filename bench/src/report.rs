@@ -378,6 +378,23 @@ impl Report {
                 }
             }
             if !v["S9"].is_null() {
+                // S9 runs wave: its binary must be the rounds' too. A file from before S9 parts
+                // recorded it has none to check.
+                let wave = &v["versions"]["controllers"]["wave"];
+                if !wave.is_null() {
+                    match binaries.get("wave") {
+                        Some(seen) if seen["sha256"] != wave["sha256"] => {
+                            return Err(format!(
+                                "{file}: S9's wave binary ({}) is not the one of the rounds ({}): \
+                                 combine only rounds of one build",
+                                wave["sha256"], seen["sha256"]
+                            ));
+                        }
+                        _ => {
+                            binaries.insert("wave".to_string(), wave.clone());
+                        }
+                    }
+                }
                 if chaos.is_some() {
                     return Err(format!("{file}: a second S9: combine at most one chaos soak"));
                 }
@@ -1226,6 +1243,40 @@ mod tests {
                     .contains("S9 failed after the rounds in `failed.json`; the figures below are from a part in which it passed")
             );
             assert!(!combined.markdown().contains("**Failed after the rounds**"));
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_soak_part_from_another_wave_build_than_the_rounds_is_refused_in_either_order() {
+        let dir = scratch("soak-other-build");
+        let rounds = results_file(&dir, "rounds.json", "wave", "w1", json!({"deployments": 10}));
+        let soak = |sha: Option<&str>| {
+            let mut part = healthy();
+            part.results = Vec::new();
+            part.sizes = json!({"deployments": 10, "chaos_seconds": 300});
+            part.versions = match sha {
+                Some(sha) => json!({"kubernetes": "v1", "controllers": {"wave": {"sha256": sha}}}),
+                None => json!({"kubernetes": "v1", "controllers": {}}),
+            };
+            part.chaos = Some(ChaosResult::default());
+            let path = dir.join(format!("soak-{}.json", sha.unwrap_or("unrecorded")));
+            std::fs::write(&path, part.json().to_string()).unwrap();
+            path
+        };
+        let (other, same, unrecorded) = (soak(Some("w2")), soak(Some("w1")), soak(None));
+
+        for files in [[&rounds, &other], [&other, &rounds]] {
+            let err = Report::combine(&files.map(PathBuf::clone)).err().unwrap();
+            assert!(
+                err.contains("S9's wave binary") || err.contains("wave's binary"),
+                "{err}"
+            );
+        }
+        for soak in [same, unrecorded] {
+            let combined = Report::combine(&[rounds.clone(), soak]).unwrap();
+            assert!(combined.chaos.is_some());
+            assert_eq!(combined.versions["controllers"]["wave"]["sha256"], "w1");
         }
         std::fs::remove_dir_all(dir).unwrap();
     }
