@@ -508,6 +508,10 @@ async fn main() {
         // S9 runs wave alone; its binary is still recorded, so that --combine can check it is the
         // build of the rounds it joins.
         ctx.profiles.retain(|p| p.name == "wave");
+        if ctx.profiles.is_empty() {
+            eprintln!("--chaos-only runs S9, wave alone: set WAVE_BIN, and keep wave in --controllers");
+            std::process::exit(2);
+        }
     }
     for s in &skipped {
         eprintln!("skipping {s}");
@@ -565,7 +569,7 @@ async fn main() {
     let report = report::Report::new(recorded_sizes(&args), args.part(), &ctx.profiles, results, chaos)
         .with_failed_after_rounds(&failed_after_rounds);
     finish(&args, &report);
-    if args.smoke {
+    if args.smoke && !args.chaos_only {
         if let Err(e) = report.check_smoke() {
             eprintln!("smoke failed: {e}");
             std::process::exit(1);
@@ -601,4 +605,20 @@ async fn main() {
     }
     // Do not wait for the runtime to wind down the Deployment watch: the work is done.
     std::process::exit(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chaos_only_part_records_no_defaults_pass_so_a_join_takes_it_from_the_rounds() {
+        let sizes = |argv: &[&str]| recorded_sizes(&Args::parse_from(argv));
+        assert_eq!(sizes(&["wave-bench"])["defaults_pass"], true);
+        assert_eq!(sizes(&["wave-bench", "--chaos-only"])["defaults_pass"], false);
+        assert_eq!(
+            sizes(&["wave-bench", "--skip-defaults-pass"])["defaults_pass"],
+            false
+        );
+    }
 }

@@ -353,7 +353,8 @@ impl Report {
                 };
                 let rs: Vec<ControllerResult> = serde_json::from_value(rs.clone())
                     .map_err(|e| format!("{file}: {name}'s rounds: {e}"))?;
-                one_build(&mut binaries, name, &v["versions"]["controllers"][name], &file)?;
+                let binary = &v["versions"]["controllers"][name];
+                one_build(&mut binaries, name, binary, &format!("{file}: {name}'s rounds"))?;
                 if let Some(limit) = v["fixed_limits"][name].as_str()
                     && !fixed_limits.iter().any(|(n, _)| *n == name)
                 {
@@ -369,9 +370,7 @@ impl Report {
                 // S9 runs wave: its binary must be the rounds' too. A file from before S9 parts
                 // recorded it has none to check.
                 let wave = &v["versions"]["controllers"]["wave"];
-                if !wave.is_null() {
-                    one_build(&mut binaries, "wave", wave, &file)?;
-                }
+                one_build(&mut binaries, "wave", wave, &format!("{file}: S9"))?;
                 if chaos.is_some() {
                     return Err(format!("{file}: a second S9: combine at most one chaos soak"));
                 }
@@ -914,16 +913,21 @@ fn machine() -> String {
 }
 
 /// Records `binary` as `name`'s in a join, or refuses it when another file of the join measured
-/// another build of `name` (their SHA-256 differ), so that no median mixes two builds.
+/// another build of `name` (their SHA-256 differ), so that no median mixes two builds. A file
+/// written before its part recorded the binary (`null`) has nothing to check. `what` names the
+/// figures, for the error.
 fn one_build(
     binaries: &mut serde_json::Map<String, Value>,
     name: &str,
     binary: &Value,
-    file: &str,
+    what: &str,
 ) -> Result<(), String> {
+    if binary.is_null() {
+        return Ok(());
+    }
     match binaries.get(name) {
         Some(seen) if seen["sha256"] != binary["sha256"] => Err(format!(
-            "{file}: {name}'s binary ({}) is not the one of the other files ({}): combine only \
+            "{what}: {name}'s binary ({}) is not the one of the other files ({}): combine only \
              one build of each controller",
             binary["sha256"], seen["sha256"]
         )),
@@ -1264,14 +1268,16 @@ mod tests {
         };
         let (other, same, unrecorded) = (soak(Some("w2")), soak(Some("w1")), soak(None));
 
-        for files in [[&rounds, &other], [&other, &rounds]] {
-            let err = Report::combine(&files.map(PathBuf::clone)).err().unwrap();
-            assert!(err.contains("wave's binary"), "{err}");
-        }
+        let err = Report::combine(&[rounds.clone(), other.clone()]).err().unwrap();
+        assert!(err.contains("soak-w2.json: S9: wave's binary"), "{err}");
+        let err = Report::combine(&[other, rounds.clone()]).err().unwrap();
+        assert!(err.contains("rounds.json: wave's rounds: wave's binary"), "{err}");
         for soak in [same, unrecorded] {
-            let combined = Report::combine(&[rounds.clone(), soak]).unwrap();
-            assert!(combined.chaos.is_some());
-            assert_eq!(combined.versions["controllers"]["wave"]["sha256"], "w1");
+            for files in [[&rounds, &soak], [&soak, &rounds]] {
+                let combined = Report::combine(&files.map(PathBuf::clone)).unwrap();
+                assert!(combined.chaos.is_some());
+                assert_eq!(combined.versions["controllers"]["wave"]["sha256"], "w1");
+            }
         }
         std::fs::remove_dir_all(dir).unwrap();
     }
