@@ -367,8 +367,7 @@ impl Report {
                 }
             }
             if !v["S9"].is_null() {
-                // S9 runs wave: its binary must be the rounds' too. A file from before S9 parts
-                // recorded it has none to check.
+                // S9 runs wave: its binary must be the rounds' too.
                 let wave = &v["versions"]["controllers"]["wave"];
                 one_build(&mut binaries, "wave", wave, &format!("{file}: S9"))?;
                 if chaos.is_some() {
